@@ -1,0 +1,22 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="tfnmt",
+    version="0.1.0",
+    description="Neural machine translation research architectures on TensorFlow 2 / Keras 3",
+    packages=find_packages(include=["tfnmt", "tfnmt.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "tensorflow==2.21.0",
+        "keras==3.15.1",
+        "tensorflow-text==2.21.1",
+        "tensorflow-datasets==4.9.10",
+        "sacrebleu==2.6.0",
+        "absl-py>=2.1",
+        "sentencepiece>=0.2,<0.3",
+        "tqdm>=4.60",
+        "tensorboard>=2.21",
+    ],
+    extras_require={"test": ["pytest>=8"]},
+    entry_points={"console_scripts": ["tfnmt=tfnmt.cli.main:run"]},
+)

@@ -1,0 +1,3 @@
+from tfnmt.cli.main import run
+
+run()

@@ -1,0 +1,54 @@
+"""tfnmt average: average the weights of the last N (or N best) checkpoints into a new model dir."""
+
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from tfnmt import model_dir as model_dir_lib
+from tfnmt.cli import common
+from tfnmt.cli.flags import FLAGS
+from tfnmt.data import vocab
+from tfnmt.errors import CheckpointError, ConfigError
+from tfnmt.training import checkpoints
+
+
+def average_checkpoints(model_dir, output_dir, num, which="last"):
+    """Writes output_dir (config, vocabulary, one checkpoint of averaged weights); returns the
+    checkpoint path and the averaged paths."""
+    if os.path.abspath(output_dir) == os.path.abspath(model_dir):
+        raise ConfigError("--output_dir must differ from --model_dir")
+    paths = checkpoints.list_checkpoints(model_dir, which)[:num]
+    if not paths:
+        raise CheckpointError(f"no {which} checkpoints in {model_dir}")
+    if len(paths) < num:
+        logging.warning("only %d %s checkpoints in %s; averaging those", len(paths), which, model_dir)
+    config = model_dir_lib.read_config(model_dir)
+    model = model_dir_lib.build_model(config)
+    sums = [np.zeros(v.shape, np.float64) for v in model.weights]
+    for path in paths:
+        checkpoints.restore_model(model, path)
+        for total, variable in zip(sums, model.weights):
+            total += variable.numpy()
+    for total, variable in zip(sums, model.weights):
+        variable.assign((total / len(paths)).astype(variable.dtype))
+    os.makedirs(output_dir, exist_ok=True)
+    model_dir_lib.write_config(output_dir, config)
+    for name in (vocab.JOINT_FILE, vocab.SOURCE_FILE, vocab.TARGET_FILE):
+        if os.path.isfile(os.path.join(model_dir, name)):
+            shutil.copy(os.path.join(model_dir, name), os.path.join(output_dir, name))
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(**checkpoints.trackables(model)),
+                                         os.path.join(output_dir, checkpoints.LAST_DIR), max_to_keep=1,
+                                         checkpoint_name="ckpt")
+    step = max(int(p.rsplit("-", 1)[1]) for p in paths)
+    return manager.save(checkpoint_number=step), paths
+
+
+def run():
+    common.require("model_dir", "output_dir")
+    path, averaged = average_checkpoints(FLAGS.model_dir, FLAGS.output_dir, FLAGS.num_checkpoints,
+                                         FLAGS.average_from)
+    logging.info("averaged %d checkpoints: %s", len(averaged), ", ".join(averaged))
+    print(path)

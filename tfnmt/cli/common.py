@@ -1,0 +1,73 @@
+"""What several commands need from the flags: the data spec, the decoding options, a model."""
+
+import os
+
+from absl import logging
+
+from tfnmt import model_dir as model_dir_lib
+from tfnmt.cli.flags import FLAGS
+from tfnmt.data import sources
+from tfnmt.decoding.translator import Translator
+from tfnmt.errors import ConfigError
+from tfnmt.training import checkpoints
+
+
+def require(*names):
+    for name in names:
+        if not FLAGS[name].value:
+            raise ConfigError(f"--{name} is required")
+
+
+def data_spec(config=None):
+    """The data flags; a trained model's recorded data settings fill in the defaults."""
+    recorded = (config or {}).get("data", {})
+
+    def pick(name):
+        return FLAGS[name].value if FLAGS[name].present or name not in recorded else recorded[name]
+    return sources.DataSpec(pick("data"), pick("source_lang"), pick("target_lang"),
+                            FLAGS.manual_dir, FLAGS.tfds_data_dir)
+
+
+def splits(spec):
+    train, valid, test = sources.default_splits(spec)
+    return (FLAGS.train_split or train, FLAGS.valid_split or valid, FLAGS.test_split or test)
+
+
+def decode_options():
+    if FLAGS.beam_size < 1:
+        raise ConfigError(f"--beam_size must be at least 1, not {FLAGS.beam_size}")
+    return dict(beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
+                penalty_mode=FLAGS.length_penalty_mode, max_length_ratio=FLAGS.max_length_ratio,
+                max_length_offset=FLAGS.max_length_offset, max_decode_length=FLAGS.max_decode_length,
+                max_source_length=FLAGS.max_input_length)
+
+
+def load_translator():
+    """A Translator from --model_dir's --checkpoint, with the decoding flags."""
+    require("model_dir")
+    config, model, source_vocab, target_vocab = model_dir_lib.load(FLAGS.model_dir)
+    path = checkpoints.resolve(FLAGS.model_dir, FLAGS.checkpoint)
+    checkpoints.restore_model(model, path)
+    logging.info("restored %s", path)
+    return config, Translator(model, source_vocab, target_vocab, **decode_options())
+
+
+class SavedModelTranslator:
+    """An exported model behind the same `translate` interface as Translator."""
+
+    def __init__(self, path):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+        if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+            raise ConfigError(f"no SavedModel in {path} (expected DIR/NAME/VERSION/saved_model.pb)")
+        self.module = tf.saved_model.load(path)
+        self.signature = self.module.signatures["serving_default"]
+
+    def translate(self, text):
+        return self.signature(text=text)
+
+
+def translator_from_flags():
+    if FLAGS.saved_model:
+        return None, SavedModelTranslator(FLAGS.saved_model)
+    return load_translator()

@@ -1,0 +1,34 @@
+"""tfnmt evaluate: sacreBLEU and chrF of a checkpoint or an exported model on a test split."""
+
+import sys
+import time
+
+from absl import logging
+
+from tfnmt.cli import common
+from tfnmt.cli.flags import FLAGS
+from tfnmt.data import sources
+from tfnmt.evaluation import bleu
+from tfnmt.training.callbacks import translate_all
+
+
+def run():
+    config, translator = common.translator_from_flags()
+    spec = common.data_spec(config)
+    split = common.splits(spec)[2]
+    source_sentences, references = sources.references(spec, split, FLAGS.test_limit)
+    start = time.time()
+    hypotheses = translate_all(translator, source_sentences, FLAGS.decode_batch_size)
+    elapsed = time.time() - start
+    if FLAGS.output and FLAGS.output != "-":
+        with open(FLAGS.output, "w", encoding="utf-8") as f:
+            f.write("\n".join(hypotheses) + "\n")
+    result = bleu.score(hypotheses, references, lowercase=FLAGS.lowercase)
+    logging.info("translated %d sentences in %.1fs", len(hypotheses), elapsed)
+    print(f"{spec.source} {spec.source_lang}-{spec.target_lang} {split}: "
+          f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}")
+    print(f"  {result['bleu_detail']}")
+    print(f"  BLEU signature: {result['bleu_signature']}")
+    print(f"  chrF signature: {result['chrf_signature']}")
+    sys.stdout.flush()
+    return result

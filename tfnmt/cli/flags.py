@@ -1,0 +1,86 @@
+"""Every tfnmt flag, defined once. All commands share one flag namespace, so one flagfile can
+drive vocab, train, evaluate, translate and export alike."""
+
+from absl import flags
+
+from tfnmt.models import registry
+
+# --- where things are --------------------------------------------------------------------------
+flags.DEFINE_string("model_dir", None, "Directory of the model: config, vocabulary, checkpoints.")
+flags.DEFINE_string("model", None, "Registered model name (see `tfnmt info --list_models`).")
+flags.DEFINE_string("data", "multi30k", "Data source: multi30k, iwslt14, tfds:NAME or text:DIR.")
+flags.DEFINE_string("source_lang", "en", "Source language code.")
+flags.DEFINE_string("target_lang", "de", "Target language code.")
+flags.DEFINE_string("manual_dir", "", "Local copy of a dataset's files, for offline machines "
+                    "(defaults to $TFNMT_MULTI30K_DIR / $TFNMT_IWSLT14_DIR for those builders).")
+flags.DEFINE_string("tfds_data_dir", "", "Where TFDS stores prepared datasets (default: TFDS's).")
+flags.DEFINE_string("train_split", "", "Training split (default: train).")
+flags.DEFINE_string("valid_split", "", "Validation split (default: validation; valid for text:DIR).")
+flags.DEFINE_string("test_split", "", "Test split (default: test).")
+flags.DEFINE_integer("train_limit", 0, "Use only the first N training pairs (0 = all).")
+flags.DEFINE_integer("valid_limit", 0, "Use only the first N validation pairs (0 = all).")
+flags.DEFINE_integer("test_limit", 0, "Use only the first N test pairs (0 = all).")
+
+# --- vocabulary ---------------------------------------------------------------------------------
+flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size (a soft limit).")
+flags.DEFINE_enum("vocab_type", "unigram", ["unigram", "bpe", "char", "word"], "SentencePiece model type.")
+flags.DEFINE_boolean("joint_vocab", True, "One vocabulary for both languages (else one per side).")
+flags.DEFINE_integer("vocab_max_sentences", 2_000_000, "Sentences sampled to train SentencePiece.")
+
+# --- training -----------------------------------------------------------------------------------
+flags.DEFINE_integer("train_steps", 10000, "Total optimizer steps; a resumed run continues to it.")
+flags.DEFINE_integer("batch_tokens", 4096, "Tokens per batch (padding included); 0 to use --batch_size.")
+flags.DEFINE_integer("batch_size", 0, "Sentences per batch (instead of --batch_tokens).")
+flags.DEFINE_integer("max_source_length", 100, "Longest source (subwords) kept for training.")
+flags.DEFINE_integer("max_target_length", 100, "Longest target (subwords) kept for training.")
+flags.DEFINE_integer("shuffle_buffer", 100_000, "Shuffle buffer, in sentence pairs.")
+flags.DEFINE_integer("seed", 1234, "Seed for initialisation, shuffling and SentencePiece.")
+flags.DEFINE_enum("optimizer", "adam", ["adam", "nag", "adadelta"], "Optimizer.")
+flags.DEFINE_float("learning_rate", 1e-3, "Peak (adam) or initial (nag, adadelta) learning rate.")
+flags.DEFINE_integer("warmup_steps", 4000, "Adam: linear warm-up steps before inverse-sqrt decay (0 = constant).")
+flags.DEFINE_float("adam_beta2", 0.98, "Adam beta_2.")
+flags.DEFINE_float("momentum", 0.99, "NAG momentum.")
+flags.DEFINE_float("clip_norm", 0.0, "Clip gradients to this global norm (0 = off).")
+flags.DEFINE_float("lr_shrink", 0.1, "NAG: multiply the lr by this when validation loss rises.")
+flags.DEFINE_float("lr_floor", 1e-4, "NAG: stop when the lr falls below this.")
+flags.DEFINE_float("label_smoothing", 0.1, "Label smoothing of the cross-entropy.")
+flags.DEFINE_enum("precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+                  "Keras dtype policy (mixed_float16 on GPUs).")
+flags.DEFINE_integer("save_every", 1000, "Save a checkpoint every N steps.")
+flags.DEFINE_integer("keep_checkpoints", 5, "Keep the last N checkpoints.")
+flags.DEFINE_integer("keep_best", 5, "Keep the N best checkpoints by validation loss.")
+flags.DEFINE_integer("validate_every", 1000, "Validation loss and BLEU every N steps.")
+flags.DEFINE_integer("log_every", 100, "Log loss, lr and throughput every N steps.")
+flags.DEFINE_integer("bleu_sentences", 200, "Validation sentences translated for BLEU (0 = none).")
+flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training step.")
+flags.DEFINE_boolean("evaluate_at_end", True, "After training, score the test split with sacreBLEU.")
+
+# --- decoding -----------------------------------------------------------------------------------
+flags.DEFINE_integer("beam_size", 4, "Beam size (1 = greedy).")
+flags.DEFINE_float("length_penalty", 0.6, "Length penalty exponent alpha (0 = none).")
+flags.DEFINE_enum("length_penalty_mode", "gnmt", ["gnmt", "length"],
+                  "gnmt: ((5+|y|)/6)^alpha; length: |y|^alpha (alpha 1 = average log-prob).")
+flags.DEFINE_float("max_length_ratio", 1.5, "Decode at most ratio x source length + offset tokens.")
+flags.DEFINE_integer("max_length_offset", 10, "See --max_length_ratio.")
+flags.DEFINE_integer("max_decode_length", 256, "Hard cap on generated tokens.")
+flags.DEFINE_integer("max_input_length", 1024, "Source subwords beyond this are cut, with a warning.")
+flags.DEFINE_integer("decode_batch_size", 32, "Sentences per decoding batch.")
+flags.DEFINE_string("checkpoint", "", "Checkpoint to use: '' (latest), 'best' or a path.")
+flags.DEFINE_string("saved_model", "", "Use this exported SavedModel (DIR/NAME/VERSION) instead of a checkpoint.")
+flags.DEFINE_string("input", "-", "File to translate ('-' = stdin).")
+flags.DEFINE_string("output", "-", "Where translations go ('-' = stdout).")
+flags.DEFINE_boolean("lowercase", False, "Case-insensitive BLEU (the default is cased).")
+
+# --- export, average ----------------------------------------------------------------------------
+flags.DEFINE_enum("format", "saved_model", ["saved_model"], "Export format.")
+flags.DEFINE_string("export_dir", None, "Export base directory; the model goes to DIR/NAME/VERSION.")
+flags.DEFINE_string("export_name", "", "Served model name (default: the model's registry name).")
+flags.DEFINE_integer("export_version", 0, "Version directory (0 = one more than the newest there).")
+flags.DEFINE_integer("num_checkpoints", 5, "How many checkpoints `average` averages.")
+flags.DEFINE_enum("average_from", "last", ["last", "best"], "Average the last N or the N best.")
+flags.DEFINE_string("output_dir", None, "Model directory that `average` writes.")
+
+# --- model hyper-parameters: one flag per name declared by any registered model ----------------
+HPARAM_NAMES = registry.define_hparam_flags()
+
+FLAGS = flags.FLAGS

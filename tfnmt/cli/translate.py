@@ -1,0 +1,83 @@
+"""tfnmt translate: translate a file or stdin, line by line, to stdout or a file.
+
+Lines keep their order and count: an empty input line gives an empty output line; a line with
+invalid UTF-8 is translated with U+FFFD in place of the bad bytes; a line longer than
+--max_input_length subwords is cut to it. Each case is reported on stderr with its line number.
+"""
+
+import sys
+
+import tensorflow as tf
+from absl import logging
+
+from tfnmt.cli import common
+from tfnmt.cli.flags import FLAGS
+from tfnmt.data.text_files import read_lines
+from tfnmt.errors import DataError
+
+
+def _read_input():
+    if FLAGS.input == "-":
+        raw = sys.stdin.buffer.read()
+        lines, problems = [], []
+        for number, line in enumerate(raw.split(b"\n"), start=1):
+            try:
+                lines.append(line.rstrip(b"\r").decode("utf-8"))
+            except UnicodeDecodeError as e:
+                problems.append(f"<stdin>:{number}: not valid UTF-8 (byte {e.start})")
+                lines.append(line.rstrip(b"\r").decode("utf-8", errors="replace"))
+        if lines and lines[-1] == "" and raw.endswith(b"\n"):
+            lines.pop()
+        return lines, problems
+    return read_lines(FLAGS.input, role="input", replace_invalid=True)
+
+
+def translate_lines(translator, lines, batch_size, progress=False):
+    """Translations of `lines` in their order; batches are formed by length for speed."""
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    results = [""] * len(lines)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(lines), unit="sent", file=sys.stderr)
+    for start in range(0, len(order), batch_size):
+        index = order[start:start + batch_size]
+        out = translator.translate(tf.constant([lines[i] for i in index]))["translations"].numpy()
+        for i, text in zip(index, out):
+            results[i] = text.decode("utf-8")
+        if bar is not None:
+            bar.update(len(index))
+    if bar is not None:
+        bar.close()
+    return results
+
+
+def run():
+    config, translator = common.translator_from_flags()
+    lines, problems = _read_input()
+    for problem in problems:
+        logging.warning("%s; translating it with U+FFFD in place of the bad bytes", problem)
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            logging.warning("%s:%d: empty line; its translation is empty", FLAGS.input, number)
+    if not FLAGS.saved_model:
+        # An exported model cuts long inputs the same way, but only the checkpoint path has the
+        # tokenizer at hand to say so per line.
+        lengths = translator.source_tokenizer.tokenize(tf.constant(lines or [""])).row_lengths().numpy()
+        for number, length in enumerate(lengths[: len(lines)], start=1):
+            if length > FLAGS.max_input_length:
+                logging.warning("%s:%d: %d subwords; only the first %d are translated "
+                                "(--max_input_length)", FLAGS.input, number, length,
+                                FLAGS.max_input_length)
+    results = translate_lines(translator, lines, FLAGS.decode_batch_size,
+                              progress=FLAGS.input != "-")
+    text = "".join(r + "\n" for r in results)
+    if FLAGS.output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        try:
+            with open(FLAGS.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise DataError(f"cannot write {FLAGS.output}: {e.strerror}") from None

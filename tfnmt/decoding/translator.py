@@ -1,0 +1,60 @@
+"""Text in, text out: tokenizer, encoder, beam search and detokenizer in one tf.function.
+
+The same `Translator` serves `tfnmt translate` (from a checkpoint, in-process) and the exported
+SavedModel, so the two give the same translations by construction.
+"""
+
+import tensorflow as tf
+
+from tfnmt.data.vocab import EOS_ID, PAD_ID
+from tfnmt.decoding.beam_search import beam_search, max_lengths
+
+
+class Translator(tf.Module):
+    """Wraps a trained model and its vocabularies.
+
+    `translate(text [B] string) -> {"translations": string [B], "scores": float32 [B]}`.
+    Empty (or whitespace-only) inputs translate to the empty string with score 0.
+    Inputs longer than `max_source_length` subwords are truncated to it (the model never saw
+    longer sentences); the CLI warns about them before calling.
+    """
+
+    def __init__(self, model, source_vocab, target_vocab, *, beam_size=4, length_penalty=0.6,
+                 penalty_mode="gnmt", max_length_ratio=1.5, max_length_offset=10,
+                 max_decode_length=256, max_source_length=1024):
+        super().__init__(name="translator")
+        self.model = model
+        self.source_tokenizer = source_vocab.tokenizer()
+        self.target_tokenizer = target_vocab.tokenizer()
+        self.beam_size = beam_size
+        self.length_penalty = length_penalty
+        self.penalty_mode = penalty_mode
+        self.max_length_ratio = max_length_ratio
+        self.max_length_offset = max_length_offset
+        self.max_decode_length = max_decode_length
+        self.max_source_length = max_source_length
+
+    def tokenize(self, text):
+        """string [B] -> (int32 [B, S] padded source ids ending in eos, int32 [B] lengths)."""
+        ids = self.source_tokenizer.tokenize(text)[:, : self.max_source_length]
+        eos = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], EOS_ID))
+        ids = tf.concat([ids, eos], axis=1)
+        return ids.to_tensor(default_value=PAD_ID), tf.cast(ids.row_lengths(), tf.int32) - 1
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def translate(self, text):
+        source, lengths = self.tokenize(text)
+        memory = self.model.encode(source, training=False)
+        if self.model.autoregressive:
+            limit = max_lengths(lengths, self.max_length_ratio, self.max_length_offset,
+                                self.max_decode_length)
+            ids, scores = beam_search(self.model, memory, limit, self.beam_size,
+                                      self.length_penalty, self.penalty_mode)
+            ids, scores = ids[:, 0], scores[:, 0]
+        else:
+            ids, scores = self.model.predict_ids(memory, self.beam_size)
+        ragged = tf.RaggedTensor.from_tensor(ids, padding=PAD_ID)
+        translations = self.target_tokenizer.detokenize(ragged)
+        empty = tf.equal(lengths, 0)
+        return {"translations": tf.where(empty, "", translations),
+                "scores": tf.where(empty, 0.0, scores)}

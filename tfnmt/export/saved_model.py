@@ -1,0 +1,87 @@
+"""SavedModel export for TF Serving: DIR/NAME/VERSION/ with a text-in, text-out signature.
+
+    serving_default(text: string [B]) -> {"translations": string [B], "scores": float32 [B]}
+
+The graph may only hold ops that TF Serving's stock model server has: core TensorFlow and
+tensorflow-text. `check_serving_ops` enforces that on every export.
+"""
+
+import os
+import shutil
+
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+
+from tfnmt.errors import ConfigError
+
+# Core ops that run Python and therefore cannot run in TF Serving.
+_PYTHON_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
+
+
+def _next_version(base):
+    versions = [int(d) for d in os.listdir(base) if d.isdigit()] if os.path.isdir(base) else []
+    return max(versions, default=0) + 1
+
+
+def export(translator, export_dir, name, version=0):
+    """Writes the translator to export_dir/name/version atomically; returns that path."""
+    base = os.path.join(export_dir, name)
+    version = version or _next_version(base)
+    final = os.path.join(base, str(version))
+    if os.path.exists(final):
+        raise ConfigError(f"{final} exists already: choose another --export_version")
+    os.makedirs(base, exist_ok=True)
+    # TF Serving polls for numeric version folders; write elsewhere and rename, so it never
+    # loads a half-written model.
+    staging = os.path.join(base, f".staging-{version}")
+    shutil.rmtree(staging, ignore_errors=True)
+    signature = translator.translate.get_concrete_function()
+    tf.saved_model.save(translator, staging, signatures={"serving_default": signature})
+    disallowed = disallowed_ops(staging)
+    if disallowed:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ConfigError(f"the exported graph uses ops TF Serving lacks: {', '.join(sorted(disallowed))}")
+    os.rename(staging, final)
+    return final
+
+
+def graph_ops(path):
+    """Every op type in a SavedModel: its graph and all functions in its library."""
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    ops = set()
+    for meta_graph in proto.meta_graphs:
+        ops.update(node.op for node in meta_graph.graph_def.node)
+        for function in meta_graph.graph_def.library.function:
+            ops.update(node.op for node in function.node_def)
+    # Calls of library functions appear as ops named after the function.
+    functions = {f.signature.name for mg in proto.meta_graphs for f in mg.graph_def.library.function}
+    return ops - functions
+
+
+def servable_ops():
+    """Op types TF Serving's model server provides: core TensorFlow + tensorflow-text."""
+    return (set(dir(tf.raw_ops)) - _PYTHON_OPS) | _tensorflow_text_ops()
+
+
+def _tensorflow_text_ops():
+    # tensorflow-text loads its kernels with load_op_library; the returned modules expose one
+    # CamelCase function per op, which the op registry then knows.
+    import sys
+    import types
+
+    import tensorflow_text  # noqa: F401
+    from tensorflow.python.framework import op_def_registry
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith("tensorflow_text") and m]
+    candidates = set()
+    for module in modules:
+        for value in list(vars(module).values()):
+            if isinstance(value, types.ModuleType):
+                candidates.update(n for n in dir(value) if n[:1].isupper())
+    core = set(dir(tf.raw_ops))
+    return {n for n in candidates - core if op_def_registry.get(n) is not None}
+
+
+def disallowed_ops(path):
+    return graph_ops(path) - servable_ops()

@@ -1,0 +1,91 @@
+"""Multi-head scaled dot-product attention with an incremental key/value cache.
+
+Masks are additive biases broadcast to [B, heads, T_q, T_k]: 0 where attention is allowed and a
+large negative number where it is not (padding, future positions).
+"""
+
+import keras
+import tensorflow as tf
+
+NEG_INF = -1e9
+
+
+def padding_bias(mask):
+    """[B, S] bool (True = real token) -> [B, 1, 1, S] additive bias."""
+    return (1.0 - tf.cast(mask, tf.float32))[:, None, None, :] * NEG_INF
+
+
+def causal_bias(length):
+    """[1, 1, T, T] bias that hides future positions."""
+    allowed = tf.linalg.band_part(tf.ones([length, length]), -1, 0)
+    return ((1.0 - allowed) * NEG_INF)[None, None]
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class MultiHeadAttention(keras.layers.Layer):
+    """Attention of queries [B, T, d] over keys/values [B, S, d] with `num_heads` heads.
+
+    `project_key_value` and `attend` are exposed separately so that decoders can compute the
+    cross-attention keys/values once per sentence and reuse them at every decoding step.
+    """
+
+    def __init__(self, num_heads, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.dropout = dropout
+
+    def build(self, query_shape, value_shape=None):
+        depth = query_shape[-1]
+        if depth % self.num_heads:
+            raise ValueError(f"model width {depth} is not divisible by {self.num_heads} heads")
+        self.depth = depth
+        self.query_dense = keras.layers.Dense(depth, name="query")
+        self.key_dense = keras.layers.Dense(depth, name="key")
+        self.value_dense = keras.layers.Dense(depth, name="value")
+        self.output_dense = keras.layers.Dense(depth, name="output")
+        value_shape = value_shape or query_shape
+        self.query_dense.build(query_shape)
+        self.key_dense.build(value_shape)
+        self.value_dense.build(value_shape)
+        self.output_dense.build(query_shape)
+        self.dropout_layer = keras.layers.Dropout(self.dropout)
+
+    def _split_heads(self, x):
+        batch, length = tf.shape(x)[0], tf.shape(x)[1]
+        x = tf.reshape(x, [batch, length, self.num_heads, self.depth // self.num_heads])
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def project_key_value(self, values):
+        """[B, S, d] -> (keys, values), each [B, heads, S, d/heads]."""
+        return self._split_heads(self.key_dense(values)), self._split_heads(self.value_dense(values))
+
+    def attend(self, query, keys, values, bias=None, training=False):
+        """Attention of [B, T, d] queries over projected keys/values; returns [B, T, d]."""
+        q = self._split_heads(self.query_dense(query))
+        q *= tf.cast(self.depth // self.num_heads, q.dtype) ** -0.5
+        logits = tf.matmul(q, keys, transpose_b=True)
+        if bias is not None:
+            logits += tf.cast(bias, logits.dtype)
+        weights = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+        weights = self.dropout_layer(tf.cast(weights, values.dtype), training=training)
+        context = tf.matmul(weights, values)
+        batch, length = tf.shape(context)[0], tf.shape(context)[2]
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, self.depth])
+        return self.output_dense(context)
+
+    def call(self, query, value=None, bias=None, cache=None, training=False):
+        """Self-attention when `value` is None. With `cache` ({"key", "value"} of earlier steps),
+        the new keys/values are appended and the updated cache is returned as a second output."""
+        keys, values = self.project_key_value(query if value is None else value)
+        if cache is None:
+            return self.attend(query, keys, values, bias, training)
+        keys = tf.concat([cache["key"], keys], axis=2)
+        values = tf.concat([cache["value"], values], axis=2)
+        return self.attend(query, keys, values, bias, training), {"key": keys, "value": values}
+
+    def empty_cache(self, batch_size, dtype=tf.float32):
+        shape = [batch_size, self.num_heads, 0, self.depth // self.num_heads]
+        return {"key": tf.zeros(shape, dtype), "value": tf.zeros(shape, dtype)}
+
+    def get_config(self):
+        return dict(super().get_config(), num_heads=self.num_heads, dropout=self.dropout)

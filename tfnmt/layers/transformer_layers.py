@@ -1,0 +1,126 @@
+"""Transformer encoder and decoder layers, pre- or post-layer-norm, with incremental decoding."""
+
+import keras
+import tensorflow as tf
+
+from tfnmt.layers.attention import MultiHeadAttention
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class FeedForward(keras.layers.Layer):
+    """Position-wise ReLU feed-forward block d -> ffn -> d."""
+
+    def __init__(self, ffn_dim, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.ffn_dim = ffn_dim
+        self.dropout = dropout
+
+    def build(self, input_shape):
+        self.inner = keras.layers.Dense(self.ffn_dim, activation="relu", name="inner")
+        self.outer = keras.layers.Dense(input_shape[-1], name="outer")
+        self.inner.build(input_shape)
+        self.outer.build(tuple(input_shape[:-1]) + (self.ffn_dim,))
+        self.dropout_layer = keras.layers.Dropout(self.dropout)
+
+    def call(self, x, training=False):
+        return self.outer(self.dropout_layer(self.inner(x), training=training))
+
+    def get_config(self):
+        return dict(super().get_config(), ffn_dim=self.ffn_dim, dropout=self.dropout)
+
+
+class _Sublayers(keras.layers.Layer):
+    """Shared residual wiring: `x + dropout(f(norm(x)))` (pre-norm) or `norm(x + dropout(f(x)))`."""
+
+    def __init__(self, num_heads, ffn_dim, dropout=0.1, attention_dropout=0.0, ffn_dropout=0.0,
+                 pre_norm=False, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.ffn_dim = ffn_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.ffn_dropout = ffn_dropout
+        self.pre_norm = pre_norm
+        self.dropout_layer = keras.layers.Dropout(dropout)
+
+    def _residual(self, x, norm, fn, training):
+        if self.pre_norm:
+            return x + self.dropout_layer(fn(norm(x)), training=training)
+        return norm(x + self.dropout_layer(fn(x), training=training))
+
+    def get_config(self):
+        return dict(super().get_config(), num_heads=self.num_heads, ffn_dim=self.ffn_dim,
+                    dropout=self.dropout, attention_dropout=self.attention_dropout,
+                    ffn_dropout=self.ffn_dropout, pre_norm=self.pre_norm)
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class TransformerEncoderLayer(_Sublayers):
+    """Self-attention then feed-forward; [B, S, d] -> [B, S, d]."""
+
+    def build(self, input_shape):
+        self.self_attention = MultiHeadAttention(self.num_heads, self.attention_dropout, name="self_attention")
+        self.self_attention.build(input_shape)
+        self.ffn = FeedForward(self.ffn_dim, self.ffn_dropout, name="ffn")
+        self.ffn.build(input_shape)
+        self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="attention_norm")
+        self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="ffn_norm")
+        self.attention_norm.build(input_shape)
+        self.ffn_norm.build(input_shape)
+
+    def call(self, x, bias, training=False):
+        x = self._residual(x, self.attention_norm,
+                           lambda y: self.self_attention(y, bias=bias, training=training), training)
+        return self._residual(x, self.ffn_norm, lambda y: self.ffn(y, training=training), training)
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class TransformerDecoderLayer(_Sublayers):
+    """Causal self-attention, attention over the encoder memory, feed-forward.
+
+    `call` runs teacher forcing over [B, T, d]; `step` runs one position with a cache holding this
+    layer's self-attention keys/values so far and the memory's cross-attention keys/values.
+    """
+
+    def build(self, input_shape):
+        self.self_attention = MultiHeadAttention(self.num_heads, self.attention_dropout, name="self_attention")
+        self.cross_attention = MultiHeadAttention(self.num_heads, self.attention_dropout, name="cross_attention")
+        self.self_attention.build(input_shape)
+        self.cross_attention.build(input_shape, input_shape)
+        self.ffn = FeedForward(self.ffn_dim, self.ffn_dropout, name="ffn")
+        self.ffn.build(input_shape)
+        self.norms = []
+        for name in ("self_attention_norm", "cross_attention_norm", "ffn_norm"):
+            norm = keras.layers.LayerNormalization(epsilon=1e-6, name=name)
+            norm.build(input_shape)
+            self.norms.append(norm)
+
+    def call(self, x, memory, self_bias, memory_bias, training=False):
+        x = self._residual(x, self.norms[0],
+                           lambda y: self.self_attention(y, bias=self_bias, training=training), training)
+        keys, values = self.cross_attention.project_key_value(memory)
+        x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
+            y, keys, values, memory_bias, training=training), training)
+        return self._residual(x, self.norms[2], lambda y: self.ffn(y, training=training), training)
+
+    def initial_cache(self, memory):
+        keys, values = self.cross_attention.project_key_value(memory)
+        cache = self.self_attention.empty_cache(tf.shape(memory)[0], memory.dtype)
+        return {"self_key": cache["key"], "self_value": cache["value"],
+                "memory_key": keys, "memory_value": values}
+
+    def step(self, x, cache, memory_bias):
+        """x: [N, 1, d] -> ([N, 1, d], updated cache)."""
+        new_self = {}
+
+        def self_attend(y):
+            out, updated = self.self_attention(
+                y, cache={"key": cache["self_key"], "value": cache["self_value"]})
+            new_self.update(updated)
+            return out
+
+        x = self._residual(x, self.norms[0], self_attend, False)
+        x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
+            y, cache["memory_key"], cache["memory_value"], memory_bias), False)
+        x = self._residual(x, self.norms[2], self.ffn, False)
+        return x, dict(cache, self_key=new_self["key"], self_value=new_self["value"])

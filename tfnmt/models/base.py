@@ -1,0 +1,106 @@
+"""The contract every translation model implements.
+
+The trainer, the beam search and the exporter only ever call these methods, so a new
+architecture plugs in by subclassing `Seq2SeqModel` and registering itself:
+
+    encode(source [B, S], training) -> memory          any nest of tensors, batch-major
+    decode(memory, target_in [B, T], training) -> logits [B, T, V]   (teacher forcing)
+    initial_state(memory) -> state                      any nest of tensors, batch-major
+    step(ids [N], time, state, memory) -> (logits [N, V], state)     one decoding step
+    translation_loss(labels, logits) -> (loss, num_tokens)
+
+Beam search tiles `memory` once and reorders `state` with `tf.gather` on axis 0: everything in
+both must therefore have the batch as its first dimension. Auxiliary losses (e.g. a diversity
+term) are added with `self.add_loss` inside `call` and summed into the training loss.
+"""
+
+import keras
+import tensorflow as tf
+
+from tfnmt.data.vocab import PAD_ID
+from tfnmt.training.losses import label_smoothed_cross_entropy
+
+
+class Seq2SeqModel(keras.Model):
+    HPARAMS = {}
+    registry_name = None
+    # Non-autoregressive models (CTC) set this False and override `predict_ids`.
+    autoregressive = True
+
+    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
+        super().__init__(name=self.registry_name)
+        self.source_vocab_size = source_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.label_smoothing = label_smoothing
+        self.hparams = hparams
+        # Where training is in its data stream: (epoch, batch index). Checkpointed for resume.
+        self.data_position = tf.Variable([0, -1], dtype=tf.int64, trainable=False, name="data_position")
+
+    # --- the contract -------------------------------------------------------------------------
+    def encode(self, source, training=False):
+        raise NotImplementedError(f"{type(self).__name__} must implement encode()")
+
+    def decode(self, memory, target_in, training=False):
+        raise NotImplementedError(f"{type(self).__name__} must implement decode()")
+
+    def initial_state(self, memory):
+        raise NotImplementedError(f"{type(self).__name__} must implement initial_state()")
+
+    def step(self, ids, time, state, memory):
+        raise NotImplementedError(f"{type(self).__name__} must implement step()")
+
+    def translation_loss(self, labels, logits):
+        return label_smoothed_cross_entropy(labels, logits, self.label_smoothing)
+
+    # --- Keras plumbing -----------------------------------------------------------------------
+    def call(self, inputs, training=False):
+        memory = self.encode(inputs["source"], training=training)
+        return self.decode(memory, inputs["target_in"], training=training)
+
+    def build_with_dummy_batch(self):
+        """Creates all variables (before restoring a checkpoint or counting parameters)."""
+        dummy = tf.constant([[4, 3]], tf.int32)
+        self({"source": dummy, "target_in": dummy}, training=False)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        loss, num_tokens = self.translation_loss(y, y_pred)
+        self._last_num_tokens = num_tokens
+        if self.losses:
+            loss += tf.add_n([tf.cast(l, tf.float32) for l in self.losses])
+        return loss
+
+    def train_step(self, data):
+        features, labels = data
+        features = dict(features)
+        position = features.pop("position", None)
+        if position is not None:
+            self.data_position.assign(position)
+        logs = super().train_step((features, labels))
+        logs["target_tokens"] = self._last_num_tokens
+        return logs
+
+    def test_step(self, data):
+        features, labels = data
+        features = {k: v for k, v in features.items() if k != "position"}
+        return super().test_step((features, labels))
+
+    def get_config(self):
+        return dict(source_vocab_size=self.source_vocab_size,
+                    target_vocab_size=self.target_vocab_size,
+                    label_smoothing=self.label_smoothing, **self.hparams)
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    # --- helpers for subclasses -----------------------------------------------------------------
+    @staticmethod
+    def padding_mask(ids):
+        return tf.not_equal(ids, PAD_ID)
+
+    def component_of(self, path):
+        """Which `tfnmt info` component a variable path belongs to."""
+        for component in ("embedding", "encoder", "decoder", "output"):
+            if component in path.split("/")[1] if "/" in path else component in path:
+                return component
+        return "other"

@@ -1,0 +1,3 @@
+"""Imports every model family so that the registry knows them. Add new families here."""
+
+from tfnmt.models import transformer  # noqa: F401

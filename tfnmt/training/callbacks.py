@@ -1,0 +1,153 @@
+"""Keras callbacks that run the training schedule by absolute step (so resumed runs line up):
+logging with throughput, checkpoints, validation (loss, BLEU, best checkpoints, TensorBoard), the
+NAG shrink-on-rise schedule and the step budget."""
+
+import math
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from tfnmt.evaluation import bleu
+
+
+def current_step(model):
+    return int(model.optimizer.iterations.numpy())
+
+
+def current_learning_rate(optimizer):
+    lr = optimizer.learning_rate
+    return float(lr.numpy() if hasattr(lr, "numpy") else lr)
+
+
+class TrainingSchedule(keras.callbacks.Callback):
+    """Everything that happens every N steps, in one place so that the order is explicit:
+    log -> validate (may shrink the lr / stop) -> checkpoint -> stop at the step budget."""
+
+    def __init__(self, checkpoints, writer, *, train_steps, save_every, validate_every, log_every,
+                 validator=None, lr_controller=None):
+        super().__init__()
+        self.checkpoints = checkpoints
+        self.writer = writer
+        self.train_steps = train_steps
+        self.save_every = save_every
+        self.validate_every = validate_every
+        self.log_every = log_every
+        self.validator = validator
+        self.lr_controller = lr_controller
+        self._tokens = 0.0
+        self._losses = []
+        self._clock = time.time()
+        self.history = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = current_step(self.model)
+        self._tokens += float(logs["target_tokens"])
+        self._losses.append(float(logs["loss"]))
+        if not math.isfinite(self._losses[-1]):
+            self.model.stop_training = True
+            raise FloatingPointError(f"training loss is {self._losses[-1]} at step {step}")
+        if step % self.log_every == 0 or step >= self.train_steps:
+            elapsed = max(time.time() - self._clock, 1e-9)
+            loss = float(np.mean(self._losses))
+            lr = current_learning_rate(self.model.optimizer)
+            logging.info("step %d  loss %.4f  lr %.3g  %.0f target tokens/s", step, loss, lr,
+                         self._tokens / elapsed)
+            with self.writer.as_default(step=step):
+                tf.summary.scalar("train/loss", loss)
+                tf.summary.scalar("train/learning_rate", lr)
+                tf.summary.scalar("train/target_tokens_per_second", self._tokens / elapsed)
+            self.history.append({"step": step, "loss": loss, "tokens_per_second": self._tokens / elapsed})
+            self._tokens, self._losses, self._clock = 0.0, [], time.time()
+        if self.validator is not None and (step % self.validate_every == 0 or step >= self.train_steps):
+            self._validate(step)
+        if step % self.save_every == 0 or step >= self.train_steps or self.model.stop_training:
+            path = self.checkpoints.save(step)
+            logging.info("saved %s", path)
+        if step >= self.train_steps:
+            self.model.stop_training = True
+
+    def _validate(self, step):
+        start = time.time()
+        results = self.validator(self.model)
+        logging.info("validation at step %d: %s (%.1fs)", step,
+                     "  ".join(f"{k} {v:.4f}" for k, v in results.items()), time.time() - start)
+        with self.writer.as_default(step=step):
+            for name, value in results.items():
+                tf.summary.scalar(f"validation/{name}", value)
+        self.writer.flush()
+        if self.checkpoints.offer_best(step, results["loss"]):
+            logging.info("step %d is among the best by validation loss", step)
+        if self.lr_controller is not None and self.lr_controller.update(self.model.optimizer, results["loss"]):
+            self.model.stop_training = True
+        self.history.append(dict(results, step=step))
+        self._clock = time.time()  # validation time is not training throughput
+
+
+class ShrinkOnValidationRise:
+    """DenseNMT's NAG schedule: lr x `factor` each time validation loss rises; stop once the lr is
+    below `floor`. Its memory (the previous validation loss) lives in a checkpointed variable."""
+
+    def __init__(self, factor=0.1, floor=1e-4):
+        self.factor = factor
+        self.floor = floor
+        self.previous = tf.Variable(float("inf"), trainable=False, name="previous_validation_loss")
+
+    def update(self, optimizer, loss):
+        """Returns True when training should stop."""
+        if loss > float(self.previous.numpy()):
+            new_lr = current_learning_rate(optimizer) * self.factor
+            optimizer.learning_rate.assign(new_lr)
+            logging.info("validation loss rose (%.4f > %.4f): learning rate -> %.3g", loss,
+                         float(self.previous.numpy()), new_lr)
+            if new_lr < self.floor:
+                logging.info("learning rate below %.3g: stopping", self.floor)
+                return True
+        self.previous.assign(loss)
+        return False
+
+
+class Validator:
+    """Validation loss (the training objective, averaged over target tokens) and BLEU on a sample."""
+
+    def __init__(self, dataset, translator=None, sources=None, references=None, batch_size=64):
+        self.dataset = dataset
+        self.translator = translator
+        self.sources = sources or []
+        self.references = references or []
+        self.batch_size = batch_size
+        self._loss_fn = None
+
+    def _sums(self, model):
+        if self._loss_fn is None:
+            @tf.function(reduce_retracing=True)
+            def sums(features, labels):
+                logits = model(features, training=False)
+                loss, tokens = model.translation_loss(labels, logits)
+                return loss * tokens, tokens
+            self._loss_fn = sums
+        return self._loss_fn
+
+    def __call__(self, model):
+        total, tokens = 0.0, 0.0
+        fn = self._sums(model)
+        for features, labels in self.dataset:
+            features = {k: v for k, v in features.items() if k != "position"}
+            loss_sum, count = fn(features, labels)
+            total += float(loss_sum)
+            tokens += float(count)
+        results = {"loss": total / max(tokens, 1.0)}
+        if self.translator is not None and self.sources:
+            hypotheses = translate_all(self.translator, self.sources, self.batch_size)
+            results["bleu"] = bleu.score(hypotheses, self.references)["bleu"]
+        return results
+
+
+def translate_all(translator, sentences, batch_size):
+    out = []
+    for i in range(0, len(sentences), batch_size):
+        batch = tf.constant(sentences[i:i + batch_size])
+        out.extend(t.decode("utf-8") for t in translator.translate(batch)["translations"].numpy())
+    return out

@@ -1,0 +1,132 @@
+"""`tfnmt train`: one trainer for every registered model, built on Keras `fit`.
+
+The model's `train_step` (models/base.py) records the data position of each batch; the schedule
+callback saves checkpoints, validates and stops by absolute step. Restarting on an existing model
+directory restores the newest checkpoint (model, optimizer, lr-schedule memory, data position)
+and continues with the batch after the last one trained.
+"""
+
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from tfnmt import model_dir as model_dir_lib
+from tfnmt.data import pipeline, sources
+from tfnmt.decoding.translator import Translator
+from tfnmt.errors import ConfigError
+from tfnmt.training import callbacks
+from tfnmt.training.checkpoints import Checkpoints, trackables
+from tfnmt.training.optimizers import make_optimizer
+
+
+@dataclasses.dataclass
+class TrainOptions:
+    train_steps: int = 10000
+    batch_tokens: int = 4096
+    batch_size: int = 0
+    max_source_length: int = 100
+    max_target_length: int = 100
+    shuffle_buffer: int = 100_000
+    seed: int = 1234
+    optimizer: str = "adam"
+    learning_rate: float = 1e-3
+    warmup_steps: int = 4000
+    adam_beta2: float = 0.98
+    momentum: float = 0.99
+    clip_norm: float = 0.0
+    lr_shrink: float = 0.1
+    lr_floor: float = 1e-4
+    precision: str = "float32"
+    save_every: int = 1000
+    keep_checkpoints: int = 5
+    keep_best: int = 5
+    validate_every: int = 1000
+    log_every: int = 100
+    bleu_sentences: int = 200
+    jit_compile: bool = False
+
+
+def check_options(o):
+    if (o.batch_tokens > 0) == (o.batch_size > 0):
+        raise ConfigError("set exactly one of --batch_tokens (tokens per batch) and --batch_size "
+                          "(sentences per batch)")
+    for name in ("train_steps", "save_every", "validate_every", "log_every", "max_source_length",
+                 "max_target_length", "keep_checkpoints", "keep_best"):
+        if getattr(o, name) <= 0:
+            raise ConfigError(f"--{name} must be positive, not {getattr(o, name)}")
+    if o.batch_tokens and o.batch_tokens < max(o.max_source_length, o.max_target_length) + 2:
+        raise ConfigError(f"--batch_tokens={o.batch_tokens} cannot hold one sentence of "
+                          f"--max_source_length/--max_target_length; raise it")
+    if o.precision not in ("float32", "mixed_float16", "mixed_bfloat16"):
+        raise ConfigError(f"--precision must be float32, mixed_float16 or mixed_bfloat16, not {o.precision!r}")
+    if o.optimizer == "nag" and o.lr_floor >= o.learning_rate:
+        raise ConfigError("--lr_floor must be below --learning_rate for --optimizer=nag")
+
+
+def train(model_dir, config, spec, splits, limits, options, decode_options):
+    """Trains (or resumes) the model described by `config` in `model_dir`.
+
+    splits: (train, validation) split names; limits: (train, validation) pair caps (0 = all).
+    Returns the schedule callback's history (a list of dicts), for tests and benchmarks.
+    """
+    check_options(options)
+    keras.mixed_precision.set_global_policy(options.precision)
+    keras.utils.set_random_seed(options.seed)
+    if os.path.isfile(model_dir_lib.config_path(model_dir)):
+        model_dir_lib.check_compatible(model_dir_lib.read_config(model_dir), config)
+    model_dir_lib.write_config(model_dir, config)
+    _, model, source_vocab, target_vocab = model_dir_lib.load(model_dir)
+
+    optimizer = make_optimizer(options.optimizer, options.learning_rate,
+                               warmup_steps=options.warmup_steps, beta_2=options.adam_beta2,
+                               momentum=options.momentum, clip_norm=options.clip_norm)
+    model.compile(optimizer=optimizer, jit_compile=options.jit_compile)
+    model.optimizer.build(model.trainable_variables)
+    lr_controller = (callbacks.ShrinkOnValidationRise(options.lr_shrink, options.lr_floor)
+                     if options.optimizer == "nag" else None)
+    extra = {"previous_validation_loss": lr_controller.previous} if lr_controller else {}
+    checkpoints = Checkpoints(model_dir, trackables(model, model.optimizer, **extra),
+                              options.keep_checkpoints, options.keep_best)
+    restored = checkpoints.restore_latest()
+    step = callbacks.current_step(model)
+    epoch, index = (int(v) for v in model.data_position.numpy())
+    if restored:
+        logging.info("resuming from %s at step %d (epoch %d, after batch %d)", restored, step, epoch, index)
+    if step >= options.train_steps:
+        logging.info("already trained for %d steps (--train_steps=%d): nothing to do", step,
+                     options.train_steps)
+        return []
+
+    batching = dict(batch_tokens=options.batch_tokens, batch_size=options.batch_size,
+                    max_source_length=options.max_source_length,
+                    max_target_length=options.max_target_length)
+    train_pairs = sources.pairs(spec, splits[0], limits[0])
+    stream = pipeline.training_stream(train_pairs, source_vocab, target_vocab,
+                                      start_epoch=max(epoch, 0), skip_batches=index + 1,
+                                      seed=options.seed, shuffle_buffer=options.shuffle_buffer,
+                                      **batching)
+    validator = None
+    if splits[1]:
+        valid_pairs = sources.pairs(spec, splits[1], limits[1])
+        valid_batches = pipeline.evaluation_batches(valid_pairs, source_vocab, target_vocab, **batching)
+        translator, valid_sources, valid_references = None, [], []
+        if options.bleu_sentences > 0:
+            valid_sources, valid_references = sources.references(spec, splits[1], options.bleu_sentences)
+            translator = Translator(model, source_vocab, target_vocab, **decode_options)
+        validator = callbacks.Validator(valid_batches, translator, valid_sources, valid_references)
+
+    writer = tf.summary.create_file_writer(os.path.join(model_dir, "logs"))
+    schedule = callbacks.TrainingSchedule(
+        checkpoints, writer, train_steps=options.train_steps, save_every=options.save_every,
+        validate_every=options.validate_every, log_every=options.log_every, validator=validator,
+        lr_controller=lr_controller)
+    logging.info("training %s (%d parameters) from step %d to %d", config["model"],
+                 model.count_params(), step, options.train_steps)
+    # Keras epochs are only a bookkeeping unit here: the schedule stops at --train_steps.
+    model.fit(stream, epochs=1 << 40, steps_per_epoch=options.log_every, verbose=0, shuffle=False,
+              callbacks=[schedule])
+    writer.close()
+    return schedule.history
