@@ -52,13 +52,19 @@ def main(argv=None):
         print(f"tfnmt {verb}: {VERBS[verb]}\n")
         print(FLAGS.get_help())
         return 0
+    # Start from the defaults, so that in-process calls (tests, notebooks) never inherit flags.
+    FLAGS.unparse_flags()
     try:
         FLAGS([argv[0]] + rest)
     except flags.Error as e:
         return _fail(verb, str(e).splitlines()[0])
     logging.use_absl_handler()
     logging.set_verbosity(logging.INFO)
-    logging.get_absl_handler().addFilter(_quiet_tensorflow_internals)
+    handler = logging.get_absl_handler()
+    # Log to the stderr of this call (it differs between in-process calls, e.g. under pytest).
+    handler.python_handler.stream = sys.stderr
+    if _quiet_tensorflow_internals not in handler.filters:
+        handler.addFilter(_quiet_tensorflow_internals)
     try:
         module = importlib.import_module(f"tfnmt.cli.{verb}")
         module.run()

@@ -21,18 +21,20 @@ _BEST_INDEX = "best.json"
 def _readable_errors():
     return (tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
             tf.errors.FailedPreconditionError, tf.errors.OutOfRangeError, tf.errors.UnknownError,
-            AssertionError, ValueError)
+            AssertionError, ValueError, IndexError, OSError)
 
 
-def _by_path(variables):
+def _by_path(variables, drop_prefix=False):
     # Keras 3 layers kept in lists or created in build() are invisible to TensorFlow's object
     # graph, so checkpoints name every variable by its Keras path instead. The keys are then
-    # readable and independent of how a model nests its layers in Python.
+    # readable and independent of how a model nests its layers in Python. Optimizer names are
+    # uniquified per process ("adam", "adam_1"), so their prefix is dropped.
     bag = {}
     for variable in variables:
-        if variable.path in bag:
-            raise ValueError(f"two variables share the path {variable.path}")
-        bag[variable.path] = variable.value
+        key = variable.path.split("/", 1)[-1] if drop_prefix else variable.path
+        if key in bag:
+            raise ValueError(f"two variables share the checkpoint key {key}")
+        bag[key] = variable.value
     return bag
 
 
@@ -40,7 +42,7 @@ def trackables(model, optimizer=None, **extra):
     """What a checkpoint holds: model weights, optimizer state, data position, extras."""
     objects = {"model": _by_path(model.weights), "data_position": model.data_position}
     if optimizer is not None:
-        objects["optimizer"] = _by_path(optimizer.variables)
+        objects["optimizer"] = _by_path(optimizer.variables, drop_prefix=True)
     objects.update(extra)
     return objects
 

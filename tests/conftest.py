@@ -1,0 +1,89 @@
+"""Shared fixtures: tiny synthetic corpora, a tiny trained model, and CLI runners."""
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEST_DATA = os.environ.get("TFNMT_TEST_DATA", os.path.join(REPO, "..", "shared", "data"))
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+_WORDS = ["cat", "dog", "house", "tree", "red", "blue", "big", "small", "runs", "sleeps",
+          "the", "a", "green", "bird", "sees", "car", "old", "new", "man", "woman"]
+_GERMAN = ["Katze", "Hund", "Haus", "Baum", "rot", "blau", "groß", "klein", "läuft", "schläft",
+           "der", "ein", "grün", "Vogel", "sieht", "Auto", "alt", "neu", "Mann", "Frau"]
+
+
+def synthetic_pairs(n, seed=0, min_len=2, max_len=7):
+    """A toy language pair: word-by-word dictionary translation, word order reversed."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        idx = [rng.randrange(len(_WORDS)) for _ in range(rng.randint(min_len, max_len))]
+        pairs.append((" ".join(_WORDS[i] for i in idx), " ".join(_GERMAN[i] for i in reversed(idx))))
+    return pairs
+
+
+def write_corpus(directory, splits=(("train", 600), ("valid", 40), ("test", 30))):
+    os.makedirs(directory, exist_ok=True)
+    for offset, (split, n) in enumerate(splits):
+        pairs = synthetic_pairs(n, seed=offset)
+        for lang, side in (("en", 0), ("de", 1)):
+            with open(os.path.join(directory, f"{split}.{lang}"), "w", encoding="utf-8") as f:
+                f.write("\n".join(p[side] for p in pairs) + "\n")
+    return directory
+
+
+TINY_MODEL_FLAGS = ["--model=transformer", "--encoder_layers=1", "--decoder_layers=1",
+                    "--d_model=32", "--ffn_dim=64", "--num_heads=2", "--dropout=0.0",
+                    "--vocab_size=60", "--vocab_type=word"]
+
+
+def tiny_train_flags(corpus, model_dir, steps=60):
+    return [f"--model_dir={model_dir}", f"--data=text:{corpus}", "--source_lang=en",
+            "--target_lang=de", *TINY_MODEL_FLAGS, f"--train_steps={steps}",
+            "--batch_tokens=256", "--max_source_length=20", "--max_target_length=20",
+            "--learning_rate=5e-3", "--warmup_steps=20", "--log_every=10",
+            f"--validate_every={steps}", f"--save_every={max(steps // 2, 1)}",
+            "--bleu_sentences=10", "--beam_size=2", "--evaluate_at_end=false"]
+
+
+def run_cli(*args):
+    """Runs `tfnmt ARGS` in-process; returns its exit status."""
+    from tfnmt.cli.main import main
+    return main(["tfnmt", *args])
+
+
+def run_cli_subprocess(*args, timeout=300, check=False, env=None, **kwargs):
+    env = dict(env or os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-m", "tfnmt", *args], capture_output=True,
+                            text=True, timeout=timeout, env=env, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError(f"tfnmt {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+    return result
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    return write_corpus(str(tmp_path_factory.mktemp("corpus")))
+
+
+@pytest.fixture(scope="session")
+def trained_model(corpus, tmp_path_factory):
+    """A tiny Transformer trained for 80 steps on the synthetic corpus."""
+    model_dir = str(tmp_path_factory.mktemp("model"))
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=80)) == 0
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir():
+    path = os.path.join(TEST_DATA, "multi30k")
+    if not os.path.isfile(os.path.join(path, "train.en")):
+        where = "CI must provide it" if os.environ.get("CI") == "true" else "set TFNMT_TEST_DATA"
+        pytest.fail(f"Multi30k test data missing at {path} ({where})")
+    return path

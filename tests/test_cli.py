@@ -1,0 +1,115 @@
+"""Bad input gets one clear line and a non-zero exit, never a traceback; odd lines keep alignment."""
+
+import os
+
+import pytest
+
+from conftest import run_cli, run_cli_subprocess
+
+
+def _error(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err)
+    return err[-1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--lerning_rate=1"], "Unknown command line flag 'lerning_rate'"),
+    (["train", "--flagfile=/nonexistent.cfg"], "/nonexistent.cfg"),
+    (["train", "--model_dir=/tmp/x", "--model=transfomer"], "unknown model 'transfomer'"),
+    (["frobnicate"], "unknown command"),
+    (["translate"], "--model_dir is required"),
+    (["translate", "--model_dir=/nonexistent"], "holds no trained model"),
+    (["export", "--model_dir=/tmp/x"], "--export_dir is required"),
+    (["train", "--model_dir=/tmp/x", "--beam_size=two"], "beam_size"),
+])
+def test_user_errors_are_one_line(args, message, capsys):
+    assert run_cli(*args) == 2
+    assert message in _error(capsys)
+
+
+def test_flagfile_typo_names_the_flag(tmp_path, capsys):
+    (tmp_path / "bad.cfg").write_text("--model=transformer\n--d_modle=64\n")
+    assert run_cli("train", f"--flagfile={tmp_path / 'bad.cfg'}") == 2
+    assert "d_modle" in _error(capsys)
+
+
+def test_inconsistent_settings(corpus, tmp_path, capsys):
+    base = [f"--model_dir={tmp_path / 'm'}", f"--data=text:{corpus}", "--model=transformer",
+            "--vocab_size=60", "--vocab_type=word", "--d_model=32", "--num_heads=2", "--ffn_dim=32"]
+    assert run_cli("train", *base, "--batch_tokens=100", "--batch_size=8") == 2
+    assert "exactly one of --batch_tokens" in _error(capsys)
+    assert run_cli("train", *base, "--d_model=30", "--num_heads=4") == 2
+    assert "not divisible" in _error(capsys)
+    assert run_cli("train", *base, "--batch_tokens=50", "--max_source_length=100") == 2
+    assert "cannot hold one sentence" in _error(capsys)
+
+
+def test_missing_data_files(tmp_path, capsys):
+    assert run_cli("train", f"--model_dir={tmp_path / 'm'}", "--model=transformer",
+                   f"--data=text:{tmp_path}") == 2
+    assert f"source file not found: {tmp_path}/train.en" in _error(capsys)
+    assert run_cli("train", f"--model_dir={tmp_path / 'm'}", "--model=transformer",
+                   "--data=wikipedia") == 2
+    assert "unknown data source 'wikipedia'" in _error(capsys)
+
+
+def test_offline_multi30k_says_how_to_use_a_local_copy(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("TFNMT_MULTI30K_DIR", raising=False)
+    import tfnmt.data.multi30k as multi30k
+    monkeypatch.setattr(multi30k, "_reachable", lambda *args, **kwargs: False)
+    assert run_cli("vocab", f"--model_dir={tmp_path / 'm'}", "--data=multi30k",
+                   f"--tfds_data_dir={tmp_path / 'tfds'}") == 2
+    line = _error(capsys)
+    assert "--manual_dir=DIR" in line and "TFNMT_MULTI30K_DIR" in line
+
+
+def test_translate_keeps_empty_and_invalid_lines_aligned(trained_model, tmp_path, caplog):
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"the red dog\n\nbad \xff byte cat\n   \nthe dog\n")
+    out = tmp_path / "out.txt"
+    assert run_cli("translate", f"--model_dir={trained_model}", f"--input={source}",
+                   f"--output={out}", "--beam_size=2") == 0
+    lines = out.read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 6 and lines[-1] == ""
+    assert lines[1] == "" and lines[3] == ""
+    assert lines[0] and lines[2] and lines[4]
+    assert f"{source}:2: empty line" in caplog.text
+    assert f"{source}:3: not valid UTF-8" in caplog.text
+
+
+def test_translate_warns_about_over_long_input(trained_model, tmp_path, caplog):
+    source = tmp_path / "in.txt"
+    source.write_text("the dog " * 40 + "\n")
+    assert run_cli("translate", f"--model_dir={trained_model}", f"--input={source}",
+                   f"--output={tmp_path / 'o'}", "--max_input_length=16") == 0
+    assert "only the first 16 are translated" in caplog.text
+
+
+def test_translate_from_stdin_in_a_fresh_process(trained_model):
+    result = run_cli_subprocess("translate", f"--model_dir={trained_model}", "--beam_size=1",
+                                input="the dog\nred cat\n", check=True)
+    assert len(result.stdout.splitlines()) == 2
+    assert "Traceback" not in result.stderr
+
+
+def test_info_counts_parameters_by_component(trained_model, capsys):
+    assert run_cli("info", f"--model_dir={trained_model}") == 0
+    out = capsys.readouterr().out
+    counts = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in out.splitlines()[1:]}
+    assert counts["total"] == sum(v for k, v in counts.items() if k != "total")
+    from tfnmt import model_dir
+    config = model_dir.read_config(trained_model)
+    # Source + target embeddings; the output projection is tied to the target embedding.
+    assert counts["embeddings"] == (config["source_vocab_size"] + config["target_vocab_size"]) * 32
+    assert counts["encoder"] > 0 and counts["decoder"] > counts["encoder"]
+    assert run_cli("info") == 0
+    assert "transformer" in capsys.readouterr().out
+
+
+def test_evaluate_prints_bleu_chrf_and_signatures(trained_model, capsys):
+    assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=10",
+                   "--beam_size=2") == 0
+    out = capsys.readouterr().out
+    assert "BLEU" in out and "chrF" in out
+    assert "case:mixed|eff:no|tok:13a" in out

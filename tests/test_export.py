@@ -1,0 +1,87 @@
+"""The exported SavedModel: layout, TF-Serving-safe ops, and exactly the in-process translations."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from conftest import run_cli
+from tfnmt import model_dir
+from tfnmt.decoding.translator import Translator
+from tfnmt.training import checkpoints
+from tfnmt.export import saved_model
+
+SENTENCES = ["the red dog sees a bird", "a cat", "", "the old man runs", "big house"]
+
+
+@pytest.fixture(scope="module")
+def exported(trained_model, tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("export"))
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--beam_size=3", "--export_name=tiny") == 0
+    return base, os.path.join(base, "tiny", "1")
+
+
+def test_layout_and_versions(trained_model, exported):
+    base, path = exported
+    assert os.path.isfile(os.path.join(path, "saved_model.pb"))
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--export_name=tiny") == 0
+    assert sorted(os.listdir(os.path.join(base, "tiny"))) == ["1", "2"]  # no staging left over
+
+
+def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
+    ops = saved_model.graph_ops(exported[1])
+    assert {"SentencepieceTokenizeOp", "SentencepieceDetokenizeOp", "While"} <= ops
+    assert ops <= saved_model.servable_ops()
+    assert not ops & {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
+
+
+def test_python_ops_are_detected(tmp_path):
+    class WithPython(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def f(self, x):
+            return tf.py_function(lambda t: t, [x], tf.string)
+    tf.saved_model.save(WithPython(), str(tmp_path))
+    assert "EagerPyFunc" in saved_model.disallowed_ops(str(tmp_path))
+
+
+def test_signature(exported):
+    loaded = tf.saved_model.load(exported[1])
+    signature = loaded.signatures["serving_default"]
+    assert list(signature.structured_input_signature[1]) == ["text"]
+    assert set(signature.structured_outputs) == {"translations", "scores"}
+
+
+def test_fresh_process_reproduces_in_process_translations(trained_model, exported):
+    script = (
+        "import json, sys, tensorflow as tf, tensorflow_text\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "out = m.signatures['serving_default'](text=tf.constant(json.loads(sys.argv[2])))\n"
+        "print(json.dumps({'t': [t.decode() for t in out['translations'].numpy()],"
+        " 's': out['scores'].numpy().tolist()}))\n")
+    result = subprocess.run([sys.executable, "-c", script, exported[1], json.dumps(SENTENCES)],
+                            capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+
+    _, model, source_vocab, target_vocab = model_dir.load(trained_model)
+    checkpoints.restore_model(model, checkpoints.resolve(trained_model))
+    # The export used the CLI's decoding defaults, which are Translator's defaults.
+    translator = Translator(model, source_vocab, target_vocab, beam_size=3)
+    local = translator.translate(tf.constant(SENTENCES))
+    assert served["t"] == [t.decode() for t in local["translations"].numpy()]
+    assert served["s"] == local["scores"].numpy().tolist()
+    assert served["t"][2] == "" and served["s"][2] == 0.0
+    assert all(served["t"][i] for i in (0, 1, 3, 4))
+
+
+def test_existing_version_is_refused(trained_model, exported, capsys):
+    base, _ = exported
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--export_name=tiny", "--export_version=1") == 2
+    assert "exists already" in capsys.readouterr().err

@@ -1,0 +1,121 @@
+import glob
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import run_cli, tiny_train_flags
+from tfnmt import model_dir as model_dir_lib
+from tfnmt.training import checkpoints
+from tfnmt.training.callbacks import ShrinkOnValidationRise
+from tfnmt.training.optimizers import InverseSqrtSchedule, make_optimizer
+
+
+def _events(model_dir, tag):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(os.path.join(model_dir, "logs"))
+    acc.Reload()
+    return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
+
+
+def test_loss_falls_on_a_tiny_overfit_set(trained_model):
+    losses = _events(trained_model, "train/loss")
+    assert len(losses) >= 5
+    assert losses[-1][1] < 0.7 * losses[0][1], losses
+    assert _events(trained_model, "validation/loss")
+    assert _events(trained_model, "validation/bleu")
+
+
+def test_model_dir_layout(trained_model):
+    config = model_dir_lib.read_config(trained_model)
+    assert config["model"] == "transformer" and config["hparams"]["d_model"] == 32
+    assert [os.path.basename(p) for p in checkpoints.list_checkpoints(trained_model)] == ["ckpt-80", "ckpt-40"]
+    best = checkpoints.read_best_index(trained_model)
+    assert best and best[0]["step"] == 80
+
+
+def test_resume_continues_from_the_last_checkpoint(corpus, tmp_path):
+    model_dir = str(tmp_path / "m")
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=20)) == 0
+    before = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
+    position = before.get_tensor("data_position/.ATTRIBUTES/VARIABLE_VALUE")
+    assert position[1] >= 0
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=40)) == 0
+    steps = [s for s, _ in _events(model_dir, "train/loss")]
+    assert steps == sorted(steps) and steps[0] == 10 and steps[-1] == 40
+    assert 20 in steps and steps.count(20) == 1  # the second run started after step 20
+    after = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
+    assert after.get_tensor("optimizer/iteration/.ATTRIBUTES/VARIABLE_VALUE") == 40
+
+
+def test_resume_refuses_a_different_architecture(corpus, trained_model, capsys):
+    flags = [f for f in tiny_train_flags(corpus, trained_model, steps=100) if not f.startswith("--d_model")]
+    assert run_cli("train", *flags, "--d_model=64") == 2
+    assert "trained with --d_model=32, not 64" in capsys.readouterr().err
+
+
+def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(corpus, tmp_path, caplog):
+    model_dir = str(tmp_path / "m")
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=20)) == 0
+    latest = checkpoints.resolve(model_dir)
+    assert latest.endswith("ckpt-20")
+    for data in glob.glob(latest + ".data-*"):
+        with open(data, "r+b") as f:
+            f.truncate(10)
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=30)) == 0
+    assert "ckpt-20 is unreadable" in caplog.text
+    assert "resuming from" in caplog.text and "ckpt-10 at step 10" in caplog.text
+
+
+def test_corrupt_checkpoint_is_a_clear_error_for_translation(trained_model, tmp_path, capsys):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for path in glob.glob(os.path.join(trained_model, "ckpt", "ckpt-80.*")):
+        data = open(path, "rb").read()
+        (broken / os.path.basename(path)).write_bytes(data[: len(data) // 3] if ".data" in path else data)
+    (tmp_path / "in.txt").write_text("the dog\n")
+    code = run_cli("translate", f"--model_dir={trained_model}", f"--checkpoint={broken}/ckpt-80",
+                   f"--input={tmp_path / 'in.txt'}")
+    assert code == 2
+    assert "cannot restore" in capsys.readouterr().err
+
+
+def test_average_of_checkpoints_is_the_mean_of_their_weights(trained_model, tmp_path):
+    out = str(tmp_path / "avg")
+    assert run_cli("average", f"--model_dir={trained_model}", f"--output_dir={out}",
+                   "--num_checkpoints=2") == 0
+    readers = [tf.train.load_checkpoint(p) for p in checkpoints.list_checkpoints(trained_model)]
+    averaged = tf.train.load_checkpoint(checkpoints.resolve(out))
+    key = [k for k in averaged.get_variable_to_shape_map() if "encoder_layer_0.Sffn.Souter.Skernel" in k][0]
+    expected = (readers[0].get_tensor(key) + readers[1].get_tensor(key)) / 2
+    np.testing.assert_allclose(averaged.get_tensor(key), expected, rtol=1e-6)
+    assert os.path.isfile(os.path.join(out, "spm.model"))
+    assert json.load(open(os.path.join(out, "config.json")))["model"] == "transformer"
+
+
+def test_inverse_sqrt_schedule():
+    schedule = InverseSqrtSchedule(1.0, warmup_steps=100)
+    assert schedule(tf.constant(49)).numpy() == pytest.approx(0.5)
+    assert schedule(tf.constant(99)).numpy() == pytest.approx(1.0)
+    assert schedule(tf.constant(399)).numpy() == pytest.approx(0.5)
+
+
+def test_nag_shrinks_on_validation_rise_and_stops_below_the_floor():
+    optimizer = make_optimizer("nag", 0.25, momentum=0.99, clip_norm=0.1)
+    optimizer.build([keras.Variable(np.zeros(2, np.float32))])
+    control = ShrinkOnValidationRise(factor=0.1, floor=1e-2)
+    assert not control.update(optimizer, 3.0)
+    assert not control.update(optimizer, 2.5)
+    assert optimizer.learning_rate.numpy() == pytest.approx(0.25)
+    assert not control.update(optimizer, 2.6)
+    assert optimizer.learning_rate.numpy() == pytest.approx(0.025)
+    assert control.update(optimizer, 2.7)  # 0.025 -> 0.0025 < 1e-2: stop
+    assert optimizer.global_clipnorm == 0.1 and optimizer.nesterov
+
+
+def test_adadelta_uses_the_deeplau_setting():
+    optimizer = make_optimizer("adadelta", 1.0)
+    assert optimizer.rho == 0.95 and optimizer.epsilon == 1e-6
