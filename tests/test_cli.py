@@ -113,3 +113,16 @@ def test_evaluate_prints_bleu_chrf_and_signatures(trained_model, capsys):
     out = capsys.readouterr().out
     assert "BLEU" in out and "chrF" in out
     assert "case:mixed|eff:no|tok:13a" in out
+
+
+def test_bench_reports_training_and_translation_speed(trained_model, corpus, capsys):
+    import json
+    assert run_cli("bench", "--bench=train", f"--model_dir={trained_model}", "--bench_steps=3",
+                   "--batch_tokens=256", "--max_source_length=20", "--max_target_length=20") == 0
+    train = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert train["target_tokens_per_second"] > 0 and train["steps"] == 3
+    assert run_cli("bench", "--bench=translate", f"--model_dir={trained_model}",
+                   "--bench_sentences=8", "--bench_latency_sentences=2", "--beam_size=2") == 0
+    speed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert speed["sentences"] == 8 and speed["beam_size"] == 2
+    assert speed["sentences_per_second"] > 0 and speed["batch1_latency_ms_p50"] > 0

@@ -60,14 +60,20 @@ class SavedModelTranslator:
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
         if not os.path.isfile(os.path.join(path, "saved_model.pb")):
             raise ConfigError(f"no SavedModel in {path} (expected DIR/NAME/VERSION/saved_model.pb)")
+        from tfnmt.export.saved_model import read_export_info
         self.module = tf.saved_model.load(path)
         self.signature = self.module.signatures["serving_default"]
+        info = read_export_info(path)
+        self.config = info.get("config") or None
+        self.beam_size = info.get("decoding", {}).get("beam_size")
 
     def translate(self, text):
         return self.signature(text=text)
 
 
 def translator_from_flags():
+    """(config or None, translator) from --saved_model, else from --model_dir's checkpoint."""
     if FLAGS.saved_model:
-        return None, SavedModelTranslator(FLAGS.saved_model)
+        translator = SavedModelTranslator(FLAGS.saved_model)
+        return translator.config, translator
     return load_translator()

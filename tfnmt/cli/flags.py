@@ -80,6 +80,12 @@ flags.DEFINE_integer("num_checkpoints", 5, "How many checkpoints `average` avera
 flags.DEFINE_enum("average_from", "last", ["last", "best"], "Average the last N or the N best.")
 flags.DEFINE_string("output_dir", None, "Model directory that `average` writes.")
 
+# --- bench ---------------------------------------------------------------------------------------
+flags.DEFINE_enum("bench", "translate", ["train", "translate"], "What `tfnmt bench` measures.")
+flags.DEFINE_integer("bench_steps", 30, "Timed training steps (after 5 warm-up steps).")
+flags.DEFINE_integer("bench_sentences", 256, "Test sentences translated for the speed benchmark.")
+flags.DEFINE_integer("bench_latency_sentences", 50, "Sentences translated one by one for latency.")
+
 # --- model hyper-parameters: one flag per name declared by any registered model ----------------
 HPARAM_NAMES = registry.define_hparam_flags()
 

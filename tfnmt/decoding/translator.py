@@ -34,6 +34,13 @@ class Translator(tf.Module):
         self.max_decode_length = max_decode_length
         self.max_source_length = max_source_length
 
+    def decoding_options(self):
+        return {"beam_size": self.beam_size, "length_penalty": self.length_penalty,
+                "penalty_mode": self.penalty_mode, "max_length_ratio": self.max_length_ratio,
+                "max_length_offset": self.max_length_offset,
+                "max_decode_length": self.max_decode_length,
+                "max_source_length": self.max_source_length}
+
     def tokenize(self, text):
         """string [B] -> (int32 [B, S] padded source ids ending in eos, int32 [B] lengths)."""
         ids = self.source_tokenizer.tokenize(text)[:, : self.max_source_length]

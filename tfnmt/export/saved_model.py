@@ -6,6 +6,7 @@ The graph may only hold ops that TF Serving's stock model server has: core Tenso
 tensorflow-text. `check_serving_ops` enforces that on every export.
 """
 
+import json
 import os
 import shutil
 
@@ -23,8 +24,15 @@ def _next_version(base):
     return max(versions, default=0) + 1
 
 
-def export(translator, export_dir, name, version=0):
-    """Writes the translator to export_dir/name/version atomically; returns that path."""
+EXPORT_INFO = os.path.join("assets.extra", "tfnmt_export.json")
+
+
+def export(translator, export_dir, name, version=0, config=None):
+    """Writes the translator to export_dir/name/version atomically; returns that path.
+
+    Next to the graph, assets.extra/tfnmt_export.json records the model config and the decoding
+    settings baked into the signature (TF Serving ignores that folder's other files).
+    """
     base = os.path.join(export_dir, name)
     version = version or _next_version(base)
     final = os.path.join(base, str(version))
@@ -37,12 +45,25 @@ def export(translator, export_dir, name, version=0):
     shutil.rmtree(staging, ignore_errors=True)
     signature = translator.translate.get_concrete_function()
     tf.saved_model.save(translator, staging, signatures={"serving_default": signature})
+    info = {"config": config or {}, "decoding": translator.decoding_options()}
+    os.makedirs(os.path.join(staging, "assets.extra"), exist_ok=True)
+    with open(os.path.join(staging, EXPORT_INFO), "w") as f:
+        json.dump(info, f, indent=2, sort_keys=True)
     disallowed = disallowed_ops(staging)
     if disallowed:
         shutil.rmtree(staging, ignore_errors=True)
         raise ConfigError(f"the exported graph uses ops TF Serving lacks: {', '.join(sorted(disallowed))}")
     os.rename(staging, final)
     return final
+
+
+def read_export_info(path):
+    """The decoding settings and config an exported model was written with ({} if unknown)."""
+    try:
+        with open(os.path.join(path, EXPORT_INFO)) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return {}
 
 
 def graph_ops(path):

@@ -1,0 +1,90 @@
+"""tfnmt bench: training throughput and translation speed, printed as one JSON line each.
+
+  --bench=train      target tokens/s and ms/step of the model described by --model_dir's
+                     config on its training data (fresh weights; nothing is written)
+  --bench=translate  sentences/s at --decode_batch_size and batch-1 latency of a checkpoint or
+                     an exported model (--saved_model) on the test split
+"""
+
+import json
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfnmt import model_dir as model_dir_lib
+from tfnmt.cli import common
+from tfnmt.cli.flags import FLAGS
+from tfnmt.cli.translate import translate_lines
+from tfnmt.data import pipeline, sources
+from tfnmt.errors import ConfigError
+from tfnmt.training.optimizers import make_optimizer
+
+
+
+class _Tokens(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.tokens, self.times = [], []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.tokens.append(float(logs["target_tokens"]))
+        self.times.append(time.perf_counter())
+
+
+def bench_train():
+    common.require("model_dir")
+    config, model, source_vocab, target_vocab = model_dir_lib.load(FLAGS.model_dir)
+    spec = common.data_spec(config)
+    model.compile(optimizer=make_optimizer(FLAGS.optimizer, FLAGS.learning_rate,
+                                           warmup_steps=FLAGS.warmup_steps),
+                  jit_compile=FLAGS.jit_compile)
+    batching = (dict(batch_tokens=FLAGS.batch_tokens) if not FLAGS.batch_size
+                else dict(batch_size=FLAGS.batch_size))
+    stream = pipeline.training_stream(
+        sources.pairs(spec, common.splits(spec)[0], FLAGS.train_limit), source_vocab, target_vocab,
+        seed=FLAGS.seed, shuffle_buffer=FLAGS.shuffle_buffer,
+        max_source_length=FLAGS.max_source_length, max_target_length=FLAGS.max_target_length,
+        **batching)
+    counter = _Tokens()
+    warmup = 5
+    model.fit(stream, epochs=1, steps_per_epoch=warmup + FLAGS.bench_steps, verbose=0,
+              shuffle=False, callbacks=[counter])
+    elapsed = counter.times[-1] - counter.times[warmup - 1]
+    tokens = sum(counter.tokens[warmup:])
+    return {"bench": "train", "model": config["model"], "parameters": model.count_params(),
+            "steps": FLAGS.bench_steps, "target_tokens_per_second": round(tokens / elapsed, 1),
+            "ms_per_step": round(1000 * elapsed / FLAGS.bench_steps, 1),
+            "batch_tokens": FLAGS.batch_tokens}
+
+
+def bench_translate():
+    config, translator = common.translator_from_flags()
+    spec = common.data_spec(config)
+    sentences, _ = sources.references(spec, common.splits(spec)[2], FLAGS.bench_sentences)
+    if not sentences:
+        raise ConfigError("no test sentences to translate")
+    batch = FLAGS.decode_batch_size
+    translate_lines(translator, sentences[:batch], batch)  # traces the function
+    start = time.perf_counter()
+    translate_lines(translator, sentences, batch)
+    batched = time.perf_counter() - start
+    latencies = []
+    for sentence in sentences[: FLAGS.bench_latency_sentences]:
+        start = time.perf_counter()
+        translator.translate(tf.constant([sentence]))
+        latencies.append(1000 * (time.perf_counter() - start))
+    return {"bench": "translate", "source": FLAGS.saved_model or "checkpoint",
+            "sentences": len(sentences), "batch_size": batch,
+            "beam_size": translator.beam_size,
+            "sentences_per_second": round(len(sentences) / batched, 2),
+            "batch1_latency_ms_p50": round(float(np.percentile(latencies, 50)), 1),
+            "batch1_latency_ms_p90": round(float(np.percentile(latencies, 90)), 1),
+            "batch1_latency_ms_mean": round(float(np.mean(latencies)), 1)}
+
+
+def run():
+    result = bench_train() if FLAGS.bench == "train" else bench_translate()
+    print(json.dumps(result))
+    return result
