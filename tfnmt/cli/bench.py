@@ -1,7 +1,8 @@
 """tfnmt bench: training throughput and translation speed, printed as one JSON line each.
 
-  --bench=train      target tokens/s and ms/step of the model described by --model_dir's
-                     config on its training data (fresh weights; nothing is written)
+  --bench=train      target tokens/s and ms/step of the model the flags (or --model_dir's
+                     config) describe, on its training data, from fresh weights; only the
+                     vocabulary is written if the model directory has none
   --bench=translate  sentences/s at --decode_batch_size and batch-1 latency of a checkpoint or
                      an exported model (--saved_model) on the test split
 """
@@ -18,6 +19,7 @@ from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
 from tfnmt.cli.translate import translate_lines
 from tfnmt.data import pipeline, sources
+from tfnmt.data.vocab import load_vocabs
 from tfnmt.errors import ConfigError
 from tfnmt.training.optimizers import make_optimizer
 
@@ -34,9 +36,11 @@ class _Tokens(keras.callbacks.Callback):
 
 
 def bench_train():
-    common.require("model_dir")
-    config, model, source_vocab, target_vocab = model_dir_lib.load(FLAGS.model_dir)
-    spec = common.data_spec(config)
+    from tfnmt.cli.train import config_from_flags
+    config, spec = config_from_flags()
+    keras.mixed_precision.set_global_policy(FLAGS.precision)
+    model = model_dir_lib.build_model(config)
+    source_vocab, target_vocab = load_vocabs(FLAGS.model_dir)
     model.compile(optimizer=make_optimizer(FLAGS.optimizer, FLAGS.learning_rate,
                                            warmup_steps=FLAGS.warmup_steps),
                   jit_compile=FLAGS.jit_compile)

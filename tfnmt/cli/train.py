@@ -14,7 +14,12 @@ from tfnmt.models import registry
 from tfnmt.training.trainer import TrainOptions, train
 
 
-def run():
+def config_from_flags():
+    """(model config, data spec) from the flags and what --model_dir already holds.
+
+    A model directory that was trained before keeps its architecture: hyper-parameters not given
+    on the command line come from its config.json. The vocabulary is trained if missing.
+    """
     common.require("model_dir")
     saved = (model_dir_lib.read_config(FLAGS.model_dir)
              if os.path.isfile(model_dir_lib.config_path(FLAGS.model_dir)) else None)
@@ -24,19 +29,23 @@ def run():
     cls = registry.get(model_name)
     hparams = registry.hparams_from_flags(cls)
     if saved and not FLAGS.model:
-        # Resuming without repeating the architecture flags: keep what was trained.
         hparams = dict(saved["hparams"], **{k: v for k, v in hparams.items() if FLAGS[k].present})
     spec = common.data_spec(saved)
-    train_split, valid_split, test_split = common.splits(spec)
     try:
         source_vocab, target_vocab = vocab_lib.load_vocabs(FLAGS.model_dir)
     except DataError:
         logging.info("no vocabulary in %s yet: training one", FLAGS.model_dir)
-        vocab.build_vocab(FLAGS.model_dir, spec, train_split, FLAGS.train_limit)
+        vocab.build_vocab(FLAGS.model_dir, spec, common.splits(spec)[0], FLAGS.train_limit)
         source_vocab, target_vocab = vocab_lib.load_vocabs(FLAGS.model_dir)
     data = {"data": spec.source, "source_lang": spec.source_lang, "target_lang": spec.target_lang}
     config = model_dir_lib.new_config(model_name, hparams, source_vocab, target_vocab,
                                       FLAGS.label_smoothing, data)
+    return config, spec
+
+
+def run():
+    config, spec = config_from_flags()
+    train_split, valid_split, test_split = common.splits(spec)
     options = TrainOptions(**{f.name: FLAGS[f.name].value for f in dataclasses.fields(TrainOptions)})
     train(FLAGS.model_dir, config, spec, (train_split, valid_split),
           (FLAGS.train_limit, FLAGS.valid_limit), options, common.decode_options())
