@@ -56,8 +56,8 @@ def test_missing_data_files(tmp_path, capsys):
 
 def test_offline_multi30k_says_how_to_use_a_local_copy(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("TFNMT_MULTI30K_DIR", raising=False)
-    import tfnmt.data.multi30k as multi30k
-    monkeypatch.setattr(multi30k, "_reachable", lambda *args, **kwargs: False)
+    import tfnmt.data.local_copy as local_copy
+    monkeypatch.setattr(local_copy, "reachable", lambda *args, **kwargs: False)
     assert run_cli("vocab", f"--model_dir={tmp_path / 'm'}", "--data=multi30k",
                    f"--tfds_data_dir={tmp_path / 'tfds'}") == 2
     line = _error(capsys)
@@ -126,3 +126,16 @@ def test_bench_reports_training_and_translation_speed(trained_model, corpus, cap
     speed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert speed["sentences"] == 8 and speed["beam_size"] == 2
     assert speed["sentences_per_second"] > 0 and speed["batch1_latency_ms_p50"] > 0
+
+
+def test_separate_vocabularies_per_side(corpus, tmp_path):
+    model_dir = tmp_path / "m"
+    assert run_cli("vocab", f"--model_dir={model_dir}", f"--data=text:{corpus}",
+                   "--nojoint_vocab", "--vocab_size=40", "--vocab_type=word") == 0
+    assert sorted(os.listdir(model_dir)) == ["spm.source.model", "spm.target.model"]
+    from tfnmt.data.vocab import load_vocabs
+    source, target = load_vocabs(str(model_dir))
+    assert source.encode("Katze")[0] == 1 and target.encode("Katze")[0] != 1  # unk only in English
+    from conftest import tiny_train_flags
+    flags = [f for f in tiny_train_flags(corpus, str(model_dir), steps=4) if not f.startswith("--vocab")]
+    assert run_cli("train", *flags, "--bleu_sentences=2") == 0

@@ -119,3 +119,18 @@ def test_nag_shrinks_on_validation_rise_and_stops_below_the_floor():
 def test_adadelta_uses_the_deeplau_setting():
     optimizer = make_optimizer("adadelta", 1.0)
     assert optimizer.rho == 0.95 and optimizer.epsilon == 1e-6
+
+
+def test_mixed_precision_trains_and_translates_in_float32(corpus, tmp_path):
+    model_dir = str(tmp_path / "m")
+    flags = [f for f in tiny_train_flags(corpus, model_dir, steps=6) if not f.startswith("--bleu")]
+    assert run_cli("train", *flags, "--precision=mixed_bfloat16", "--bleu_sentences=0") == 0
+    reader = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
+    dtypes = reader.get_variable_to_dtype_map()
+    kernel = [k for k in dtypes if "encoder_layer_0.Sffn.Souter.Skernel" in k][0]
+    assert dtypes[kernel] == tf.float32  # mixed policies keep float32 weights
+    (tmp_path / "in.txt").write_text("the dog\n")
+    assert run_cli("translate", f"--model_dir={model_dir}", f"--input={tmp_path / 'in.txt'}",
+                   f"--output={tmp_path / 'out.txt'}") == 0
+    assert keras.mixed_precision.global_policy().name == "float32"
+    assert (tmp_path / "out.txt").read_text().count("\n") == 1

@@ -2,6 +2,7 @@
 
 import os
 
+import keras
 from absl import logging
 
 from tfnmt import model_dir as model_dir_lib
@@ -45,6 +46,9 @@ def decode_options():
 def load_translator():
     """A Translator from --model_dir's --checkpoint, with the decoding flags."""
     require("model_dir")
+    # Translation runs in float32 whatever precision trained the (float32) weights, so that
+    # in-process and exported translations agree.
+    keras.mixed_precision.set_global_policy("float32")
     config, model, source_vocab, target_vocab = model_dir_lib.load(FLAGS.model_dir)
     path = checkpoints.resolve(FLAGS.model_dir, FLAGS.checkpoint)
     checkpoints.restore_model(model, path)

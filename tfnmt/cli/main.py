@@ -66,6 +66,9 @@ def main(argv=None):
     if _quiet_tensorflow_internals not in handler.filters:
         handler.addFilter(_quiet_tensorflow_internals)
     try:
+        import keras
+        # Global Keras state must not leak between in-process calls (tests, notebooks).
+        keras.mixed_precision.set_global_policy("float32")
         module = importlib.import_module(f"tfnmt.cli.{verb}")
         module.run()
     except UserError as e:

@@ -35,11 +35,12 @@ def _tile(tensor, beam_size):
 
 
 def _loop_invariant(tensor):
-    # Batch and time dimensions change inside the loop; feature (last) dimensions do not.
-    shape = tensor.shape
-    if shape.rank is None or shape.rank <= 1:
-        return tf.TensorShape([None] * (shape.rank or 0)) if shape.rank is not None else shape
-    return tf.TensorShape([None] * (shape.rank - 1) + [shape[-1]])
+    # Batch and time dimensions of a model's state may change inside the loop (a K/V cache
+    # grows); feature (last) dimensions do not, and layers need them static.
+    rank = tensor.shape.rank
+    if rank <= 1:
+        return tf.TensorShape([None] * rank)
+    return tf.TensorShape([None] * (rank - 1) + [tensor.shape[-1]])
 
 
 def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode="gnmt",

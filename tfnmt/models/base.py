@@ -97,10 +97,3 @@ class Seq2SeqModel(keras.Model):
     @staticmethod
     def padding_mask(ids):
         return tf.not_equal(ids, PAD_ID)
-
-    def component_of(self, path):
-        """Which `tfnmt info` component a variable path belongs to."""
-        for component in ("embedding", "encoder", "decoder", "output"):
-            if component in path.split("/")[1] if "/" in path else component in path:
-                return component
-        return "other"
