@@ -1,4 +1,5 @@
-"""Tests of the project TFDS builders Multi30k and Iwslt14 (tfnmt/data/multi30k.py, iwslt14.py).
+"""Tests of the project TFDS builders Multi30k and Iwslt14 (tfnmt/data/multi30k.py, iwslt14.py,
+and the local_copy.py they share).
 
 Most tests build from tiny fake copies written to tmp_path; no test touches the network
 (an autouse fixture turns any download attempt into a failure). One test builds Multi30k
@@ -20,14 +21,14 @@ import pytest
 import requests
 import tensorflow_datasets as tfds
 
-from tfnmt.data import iwslt14, multi30k
+from tfnmt.data import iwslt14, local_copy, multi30k
 from tfnmt.data.iwslt14 import Iwslt14
 from tfnmt.data.multi30k import Multi30k
 from tfnmt.errors import DataError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# Kept before the autouse fixture replaces them, for the test of the probe itself.
-REAL_PROBES = {multi30k.__name__: multi30k._reachable, iwslt14.__name__: iwslt14._reachable}
+# Kept before the autouse fixture replaces it, for the test of the probe itself.
+REAL_PROBE = local_copy.reachable
 
 
 @pytest.fixture(autouse=True)
@@ -40,8 +41,7 @@ def no_network(monkeypatch):
         raise AssertionError("the builder tried to reach the network")
 
     monkeypatch.setattr(tfds.download.DownloadManager, "download", refuse)
-    monkeypatch.setattr(multi30k, "_reachable", refuse)
-    monkeypatch.setattr(iwslt14, "_reachable", refuse)
+    monkeypatch.setattr(local_copy, "reachable", refuse)
 
 
 def build(builder_cls, data_dir: Path, manual_dir: Path | None = None):
@@ -320,19 +320,18 @@ def test_iwslt14_incomplete_archive_is_named(tmp_path):
 
 # --------------------------------------------------------------------------- offline
 
-OFFLINE = [(Multi30k, multi30k, "TFNMT_MULTI30K_DIR"), (Iwslt14, iwslt14, "TFNMT_IWSLT14_DIR")]
+OFFLINE = [(Multi30k, "TFNMT_MULTI30K_DIR"), (Iwslt14, "TFNMT_IWSLT14_DIR")]
 
 
-@pytest.mark.parametrize("builder_cls,module,env_var", OFFLINE, ids=["multi30k", "iwslt14"])
-def test_failed_download_says_how_to_use_a_local_copy(tmp_path, monkeypatch, builder_cls, module,
-                                                      env_var):
+@pytest.mark.parametrize("builder_cls,env_var", OFFLINE, ids=["multi30k", "iwslt14"])
+def test_failed_download_says_how_to_use_a_local_copy(tmp_path, monkeypatch, builder_cls, env_var):
     calls = []
 
     def fail(self, urls):
         calls.append(urls)
         raise requests.exceptions.ConnectionError("Max retries exceeded\nName or service not known")
 
-    monkeypatch.setattr(module, "_reachable", lambda host: True)
+    monkeypatch.setattr(local_copy, "reachable", lambda host: True)
     monkeypatch.setattr(tfds.download.DownloadManager, "download", fail)
 
     with pytest.raises(DataError) as err:
@@ -345,10 +344,10 @@ def test_failed_download_says_how_to_use_a_local_copy(tmp_path, monkeypatch, bui
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("builder_cls,module,env_var", OFFLINE, ids=["multi30k", "iwslt14"])
-def test_unreachable_host_fails_fast(tmp_path, monkeypatch, builder_cls, module, env_var):
+@pytest.mark.parametrize("builder_cls,env_var", OFFLINE, ids=["multi30k", "iwslt14"])
+def test_unreachable_host_fails_fast(tmp_path, monkeypatch, builder_cls, env_var):
     # TFDS itself would retry for minutes; the builder must give up before downloading.
-    monkeypatch.setattr(module, "_reachable", lambda host: False)
+    monkeypatch.setattr(local_copy, "reachable", lambda host: False)
 
     start = time.monotonic()
     with pytest.raises(DataError) as err:
@@ -358,9 +357,8 @@ def test_unreachable_host_fails_fast(tmp_path, monkeypatch, builder_cls, module,
     assert f"--manual_dir=DIR (or set {env_var})" in str(err.value)
 
 
-@pytest.mark.parametrize("module", [multi30k, iwslt14], ids=["multi30k", "iwslt14"])
-def test_probe_answers_at_once(monkeypatch, module):
-    probe = REAL_PROBES[module.__name__]
+def test_probe_answers_at_once(monkeypatch):
+    probe = REAL_PROBE
     with socket.socket() as s:  # a port that was free a moment ago is closed now
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

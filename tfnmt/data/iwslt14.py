@@ -34,13 +34,11 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import urllib.request
 from pathlib import Path
 
 import tensorflow_datasets as tfds
-from etils import epath
 
+from tfnmt.data import local_copy
 from tfnmt.errors import DataError
 
 __all__ = [
@@ -67,6 +65,12 @@ _FOLDER_NAME = "de-en"
 _HOST = "dl.fbaipublicfiles.com"
 URL = f"https://{_HOST}/fairseq/data/iwslt14/{ARCHIVE_NAME}"
 
+
+def _offline_error(reason: str) -> DataError:
+    local_files = f"{ARCHIVE_NAME} or its extracted {_FOLDER_NAME}/ folder"
+    return local_copy.offline_error(f"IWSLT14 {ARCHIVE_NAME}", _HOST, reason, local_files, ENV_VAR)
+
+
 VALID_EVERY = 23
 TEST_SETS = (
     "IWSLT14.TED.dev2010",
@@ -85,6 +89,11 @@ _TEXT_TAGS = re.compile(r"</?(?:title|description)>")
 _SEG = re.compile(r'^\s*<seg id="?\d+"?[^>]*>(.*?)</seg>\s*$')
 _XML_REF = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#(\d+)|#[xX]([0-9a-fA-F]+));")
 _XML_NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+
+_DESCRIPTION = (
+    "IWSLT 2014 German-English TED talk transcripts and translations, split "
+    "as in fairseq's prepare-iwslt14.sh. Raw text: not lowercased, not tokenized."
+)
 
 _CITATION = """\
 @inproceedings{cettolo-etal-2014-report,
@@ -162,18 +171,7 @@ def find_local_sources(folder: str | os.PathLike) -> Path:
 
 
 def _read_text(path: Path) -> list[str]:
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line_no = data.count(b"\n", 0, e.start) + 1
-        raise DataError(f"{path} line {line_no} is not valid UTF-8: {e.reason}") from None
-    # Only \n ends a line: str.splitlines() would also split on U+2028 or a stray \r
-    # inside a sentence and shift one language against the other.
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
+    return local_copy.split_lines(path.read_bytes(), path)
 
 
 def clean_train_line(line: str) -> str | None:
@@ -233,32 +231,10 @@ def _read_test_pairs(folder: Path) -> list[tuple[str, str]]:
     return pairs
 
 
-def _reachable(host: str, port: int = 443, timeout: float = 5.0) -> bool:
-    """Whether a TCP connection to host can be opened (always True behind a proxy).
-
-    TFDS retries a failed request ten times with exponential backoff, which keeps an
-    offline machine waiting for about 200 s before it reports anything.
-    """
-    if urllib.request.getproxies():
-        return True
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _offline_error(reason: str) -> DataError:
-    return DataError(
-        f"could not download IWSLT14 {ARCHIVE_NAME} from {_HOST} ({reason}; no network?): put "
-        f"{ARCHIVE_NAME} or its extracted {_FOLDER_NAME}/ folder in a folder and pass "
-        f"--manual_dir=DIR (or set {ENV_VAR})"
-    )
-
-
-class Iwslt14(tfds.core.GeneratorBasedBuilder):
+class Iwslt14(local_copy.LocalCopyBuilder, tfds.core.GeneratorBasedBuilder):
     """IWSLT14 German-English TED talk translations, fairseq split, raw text."""
 
+    ENV_VAR = ENV_VAR  # where LocalCopyBuilder looks for a local copy
     VERSION = tfds.core.Version("1.0.0")
     RELEASE_NOTES = {"1.0.0": "fairseq split of de-en.tgz, raw text."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = f"""\
@@ -270,20 +246,10 @@ IWSLT14.TED.dev2010, IWSLT14.TEDX.dev2012, IWSLT14.TED.tst2010, .tst2011, .tst20
 as <name>.de-en.{{de,en}}.xml.
 """
 
-    # TFDS 4.9.10 derives this through `importlib_resources`, which it needs but does
-    # not install on Python >= 3.9 (tensorflow/datasets#11212); naming the file directly
-    # avoids that import. TFDS reads checksums.tsv and metadata next to this path.
-    code_path = epath.Path(__file__)
-
-    _manual_dir_arg: str | None = None
-
     def _info(self) -> tfds.core.DatasetInfo:
         return tfds.core.DatasetInfo(
             builder=self,
-            description=(
-                "IWSLT 2014 German-English TED talk transcripts and translations, split "
-                "as in fairseq's prepare-iwslt14.sh. Raw text: not lowercased, not tokenized."
-            ),
+            description=_DESCRIPTION,
             features=tfds.features.Translation(languages=LANGUAGES),
             supervised_keys=LANGUAGES,
             homepage="https://wit3.fbk.eu/2014-01",
@@ -291,26 +257,6 @@ as <name>.de-en.{{de,en}}.xml.
             # Keep file order, so that the test split is the documented concatenation.
             disable_shuffling=True,
         )
-
-    def download_and_prepare(self, *, download_config=None, **kwargs) -> None:
-        # The download manager only knows TFDS's default manual folder, so remember
-        # whether the caller named one: a named folder must hold the data.
-        self._manual_dir_arg = os.fspath(download_config.manual_dir) if (
-            download_config is not None and download_config.manual_dir
-        ) else None
-        try:
-            super().download_and_prepare(download_config=download_config, **kwargs)
-        finally:
-            self._manual_dir_arg = None
-
-    def _local_folder(self, dl_manager: tfds.download.DownloadManager) -> Path | None:
-        named = self._manual_dir_arg or os.environ.get(ENV_VAR) or None
-        if named:
-            return Path(named).expanduser()
-        try:
-            return Path(os.fspath(dl_manager.manual_dir))
-        except AssertionError:  # TFDS's way of saying the default folder is absent or empty
-            return None
 
     def _source_folder(self, dl_manager: tfds.download.DownloadManager) -> Path:
         local = self._local_folder(dl_manager)
@@ -320,12 +266,7 @@ as <name>.de-en.{{de,en}}.xml.
                 return source
             archive = source
         else:
-            if not _reachable(_HOST):
-                raise _offline_error(f"cannot connect to {_HOST}")
-            try:
-                archive = Path(os.fspath(dl_manager.download(URL)))
-            except Exception as e:  # any failure means the same remedy: a local copy
-                raise _offline_error(type(e).__name__) from e
+            archive = self._download(dl_manager, _HOST, URL, _offline_error)
         extracted = Path(os.fspath(dl_manager.extract(archive)))
         folder = _complete_folder(extracted)
         if folder is None:

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import gzip
 import os
-import socket
-import urllib.request
 from pathlib import Path
 
 import tensorflow_datasets as tfds
-from etils import epath
 
+from tfnmt.data import local_copy
 from tfnmt.errors import DataError
 
 __all__ = [
@@ -51,6 +49,16 @@ _HOST = "raw.githubusercontent.com"
 URL_BASE = f"https://{_HOST}/multi30k/dataset/{_COMMIT}/data/task1/raw/"
 
 _FILE_LIST = "train.{cs,de,en,fr}, val.{cs,de,en,fr} and test_2016_flickr.{cs,de,en,fr} (plain or .gz)"
+
+
+def _offline_error(reason: str) -> DataError:
+    return local_copy.offline_error("Multi30k", _HOST, reason, _FILE_LIST, ENV_VAR)
+
+
+_DESCRIPTION = (
+    "Multi30k task 1: Flickr30k image captions translated into German, French "
+    "and Czech. Raw text, original casing, not tokenized."
+)
 
 _CITATION = """\
 @inproceedings{elliott-etal-2016-multi30k,
@@ -95,8 +103,7 @@ def find_local_files(folder: str | os.PathLike) -> dict[str, Path]:
 def read_lines(path: str | os.PathLike) -> list[str]:
     """Lines of a UTF-8 text file (gzip when the name ends in .gz), whitespace-stripped.
 
-    Only ``\\n`` ends a line: Python's universal newlines would also split on a stray
-    ``\\r`` or U+2028 inside a sentence and break the line alignment between languages.
+    Only ``\\n`` ends a line (see :func:`tfnmt.data.local_copy.split_lines`).
     """
     path = Path(path)
     data = path.read_bytes()
@@ -105,42 +112,13 @@ def read_lines(path: str | os.PathLike) -> list[str]:
             data = gzip.decompress(data)
         except (OSError, EOFError) as e:
             raise DataError(f"{path} is not a readable gzip file: {e}") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line_no = data.count(b"\n", 0, e.start) + 1
-        raise DataError(f"{path} line {line_no} is not valid UTF-8: {e.reason}") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.strip() for line in lines]
+    return [line.strip() for line in local_copy.split_lines(data, path)]
 
 
-def _reachable(host: str, port: int = 443, timeout: float = 5.0) -> bool:
-    """Whether a TCP connection to host can be opened (always True behind a proxy).
-
-    TFDS retries a failed request ten times with exponential backoff, which keeps an
-    offline machine waiting for about 200 s before it reports anything.
-    """
-    if urllib.request.getproxies():
-        return True
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _offline_error(reason: str) -> DataError:
-    return DataError(
-        f"could not download Multi30k from {_HOST} ({reason}; no network?): put {_FILE_LIST} "
-        f"in a folder and pass --manual_dir=DIR (or set {ENV_VAR})"
-    )
-
-
-class Multi30k(tfds.core.GeneratorBasedBuilder):
+class Multi30k(local_copy.LocalCopyBuilder, tfds.core.GeneratorBasedBuilder):
     """Multi30k task 1: 4-way parallel image captions in Czech, German, English and French."""
 
+    ENV_VAR = ENV_VAR  # where LocalCopyBuilder looks for a local copy
     VERSION = tfds.core.Version("1.0.0")
     RELEASE_NOTES = {"1.0.0": "Raw text of task 1, test = test_2016_flickr."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = f"""\
@@ -150,20 +128,10 @@ They are data/task1/raw/*.gz of https://github.com/multi30k/dataset (commit {_CO
 e.g. {URL_BASE}train.en.gz; decompressing them is optional.
 """
 
-    # TFDS 4.9.10 derives this through `importlib_resources`, which it needs but does
-    # not install on Python >= 3.9 (tensorflow/datasets#11212); naming the file directly
-    # avoids that import. TFDS reads checksums.tsv and metadata next to this path.
-    code_path = epath.Path(__file__)
-
-    _manual_dir_arg: str | None = None
-
     def _info(self) -> tfds.core.DatasetInfo:
         return tfds.core.DatasetInfo(
             builder=self,
-            description=(
-                "Multi30k task 1: Flickr30k image captions translated into German, French "
-                "and Czech. Raw text, original casing, not tokenized."
-            ),
+            description=_DESCRIPTION,
             features=tfds.features.Translation(languages=LANGUAGES),
             homepage="https://github.com/multi30k/dataset",
             citation=_CITATION,
@@ -171,38 +139,13 @@ e.g. {URL_BASE}train.en.gz; decompressing them is optional.
             disable_shuffling=True,
         )
 
-    def download_and_prepare(self, *, download_config=None, **kwargs) -> None:
-        # The download manager only knows TFDS's default manual folder, so remember
-        # whether the caller named one: a named folder must hold the data.
-        self._manual_dir_arg = os.fspath(download_config.manual_dir) if (
-            download_config is not None and download_config.manual_dir
-        ) else None
-        try:
-            super().download_and_prepare(download_config=download_config, **kwargs)
-        finally:
-            self._manual_dir_arg = None
-
-    def _local_folder(self, dl_manager: tfds.download.DownloadManager) -> Path | None:
-        named = self._manual_dir_arg or os.environ.get(ENV_VAR) or None
-        if named:
-            return Path(named).expanduser()
-        try:
-            return Path(os.fspath(dl_manager.manual_dir))
-        except AssertionError:  # TFDS's way of saying the default folder is absent or empty
-            return None
-
     def _split_generators(self, dl_manager: tfds.download.DownloadManager):
         folder = self._local_folder(dl_manager)
         if folder is not None:
             files = find_local_files(folder)
         else:
-            if not _reachable(_HOST):
-                raise _offline_error(f"cannot connect to {_HOST}")
             urls = {name: f"{URL_BASE}{name}.gz" for name in _file_names()}
-            try:
-                files = {name: Path(os.fspath(p)) for name, p in dl_manager.download(urls).items()}
-            except Exception as e:  # any failure means the same remedy: a local copy
-                raise _offline_error(type(e).__name__) from e
+            files = self._download(dl_manager, _HOST, urls, _offline_error)
         return {
             split: self._generate_examples(
                 {lang: files[f"{prefix}.{lang}"] for lang in LANGUAGES}
