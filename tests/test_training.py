@@ -134,3 +134,12 @@ def test_mixed_precision_trains_and_translates_in_float32(corpus, tmp_path):
                    f"--output={tmp_path / 'out.txt'}") == 0
     assert keras.mixed_precision.global_policy().name == "float32"
     assert (tmp_path / "out.txt").read_text().count("\n") == 1
+
+
+def test_resume_with_another_optimizer_is_refused(corpus, tmp_path, capsys):
+    model_dir = str(tmp_path / "m")
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=4)) == 0
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=8), "--optimizer=adadelta",
+                   "--learning_rate=1.0") == 2
+    errors = [l for l in capsys.readouterr().err.splitlines() if l.startswith("tfnmt train: error:")]
+    assert len(errors) == 1 and "does not match this model and optimizer" in errors[0]

@@ -63,11 +63,22 @@ class Checkpoints:
         """Restores the newest readable checkpoint; returns its path or None for a fresh run."""
         for path in reversed(self.last.checkpoints):
             try:
-                self.checkpoint.restore(path).assert_existing_objects_matched()
-                return path
+                status = self.checkpoint.restore(path)
             except _readable_errors() as e:
                 logging.warning("checkpoint %s is unreadable (%s); trying an older one", path,
                                 str(e).splitlines()[0])
+                continue
+            try:
+                status.assert_existing_objects_matched()
+            except AssertionError as e:
+                status.expect_partial()  # no second report of the mismatch at exit
+                # Readable but for another model or optimizer: older checkpoints will not fit
+                # either, and silently training from scratch would lose the run.
+                raise CheckpointError(
+                    f"checkpoint {path} does not match this model and optimizer "
+                    f"({str(e).split('.')[0]}); changing the architecture or --optimizer needs "
+                    "a new --model_dir") from None
+            return path
         if self.last.checkpoints:
             raise CheckpointError(f"no readable checkpoint in {self.last.directory}")
         return None
