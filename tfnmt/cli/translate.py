@@ -12,23 +12,13 @@ from absl import logging
 
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
-from tfnmt.data.text_files import read_lines
+from tfnmt.data.text_files import decode_lines, read_lines
 from tfnmt.errors import DataError
 
 
 def _read_input():
     if FLAGS.input == "-":
-        raw = sys.stdin.buffer.read()
-        lines, problems = [], []
-        for number, line in enumerate(raw.split(b"\n"), start=1):
-            try:
-                lines.append(line.rstrip(b"\r").decode("utf-8"))
-            except UnicodeDecodeError as e:
-                problems.append(f"<stdin>:{number}: not valid UTF-8 (byte {e.start})")
-                lines.append(line.rstrip(b"\r").decode("utf-8", errors="replace"))
-        if lines and lines[-1] == "" and raw.endswith(b"\n"):
-            lines.pop()
-        return lines, problems
+        return decode_lines(sys.stdin.buffer.read(), "<stdin>", replace_invalid=True)
     return read_lines(FLAGS.input, role="input", replace_invalid=True)
 
 

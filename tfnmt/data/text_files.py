@@ -11,20 +11,13 @@ from absl import logging
 from tfnmt.errors import DataError
 
 
-def read_lines(path, *, role="input", replace_invalid=False):
-    """Returns (lines, problems) for a text file.
+def decode_lines(raw, name, replace_invalid=False):
+    """Splits bytes into lines; returns (lines, problems).
 
-    lines: list of str, one per line, without the newline. A line that is not valid UTF-8 is
-      decoded with U+FFFD replacements when `replace_invalid`, else returned as None.
-    problems: list of "path:line: message" strings, one per invalid line.
+    lines: one str per line, without the newline. A line that is not valid UTF-8 is decoded
+      with U+FFFD replacements when `replace_invalid`, else returned as None.
+    problems: "name:line: message" strings, one per invalid line.
     """
-    if not os.path.isfile(path):
-        raise DataError(f"{role} file not found: {path}")
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise DataError(f"cannot read {role} file {path}: {e.strerror}") from None
     raw_lines = raw.split(b"\n")
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
@@ -34,9 +27,21 @@ def read_lines(path, *, role="input", replace_invalid=False):
         try:
             lines.append(raw_line.decode("utf-8"))
         except UnicodeDecodeError as e:
-            problems.append(f"{path}:{number}: not valid UTF-8 (byte {e.start})")
+            problems.append(f"{name}:{number}: not valid UTF-8 (byte {e.start})")
             lines.append(raw_line.decode("utf-8", errors="replace") if replace_invalid else None)
     return lines, problems
+
+
+def read_lines(path, *, role="input", replace_invalid=False):
+    """`decode_lines` of a file, with a clear error if it cannot be read."""
+    if not os.path.isfile(path):
+        raise DataError(f"{role} file not found: {path}")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise DataError(f"cannot read {role} file {path}: {e.strerror}") from None
+    return decode_lines(raw, path, replace_invalid)
 
 
 def read_parallel(source_path, target_path, max_reports=10):
