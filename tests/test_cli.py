@@ -139,3 +139,11 @@ def test_separate_vocabularies_per_side(corpus, tmp_path):
     from conftest import tiny_train_flags
     flags = [f for f in tiny_train_flags(corpus, str(model_dir), steps=4) if not f.startswith("--vocab")]
     assert run_cli("train", *flags, "--bleu_sentences=2") == 0
+
+
+def test_no_pair_within_the_length_limits_is_an_error_not_a_hang(corpus, tmp_path, capsys):
+    from conftest import tiny_train_flags
+    flags = [f for f in tiny_train_flags(corpus, str(tmp_path / "m"), steps=4)
+             if not f.startswith("--max_source_length")]
+    assert run_cli("train", *flags, "--max_source_length=1") == 2
+    assert "no training pair" in _error(capsys)

@@ -16,7 +16,7 @@ from absl import logging
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.data import pipeline, sources
 from tfnmt.decoding.translator import Translator
-from tfnmt.errors import ConfigError
+from tfnmt.errors import ConfigError, DataError
 from tfnmt.training import callbacks
 from tfnmt.training.checkpoints import Checkpoints, trackables
 from tfnmt.training.optimizers import make_optimizer
@@ -104,6 +104,14 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
                     max_source_length=options.max_source_length,
                     max_target_length=options.max_target_length)
     train_pairs = sources.pairs(spec, splits[0], limits[0])
+    first = pipeline.training_epoch(train_pairs, source_vocab, target_vocab, epoch=0,
+                                    seed=options.seed, shuffle_buffer=options.shuffle_buffer,
+                                    **batching)
+    # An endless stream of empty epochs would hang fit(); fail instead.
+    if not any(True for _ in first.take(1)):
+        raise DataError(f"no training pair of {spec.source} {splits[0]} is within "
+                        f"--max_source_length={options.max_source_length} and "
+                        f"--max_target_length={options.max_target_length} subwords")
     stream = pipeline.training_stream(train_pairs, source_vocab, target_vocab,
                                       start_epoch=max(epoch, 0), skip_batches=index + 1,
                                       seed=options.seed, shuffle_buffer=options.shuffle_buffer,
