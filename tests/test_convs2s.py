@@ -1,0 +1,77 @@
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import run_cli, tiny_train_flags
+from tfnmt.layers.weight_norm import WeightNormConv1D, WeightNormDense
+from tfnmt.models import registry
+
+SMALL = dict(encoder_layers=2, decoder_layers=3, embed_dim=16, hidden_dim=24)
+SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
+TARGET_IN = tf.constant([[2, 10, 11, 12, 13], [2, 13, 14, 0, 0]])
+
+
+def make(**overrides):
+    model = registry.get("convs2s")(50, 60, **dict(SMALL, **overrides))
+    model.build_with_dummy_batch()
+    return model
+
+
+@pytest.mark.parametrize("kernel_size", [2, 3, 5])
+def test_incremental_steps_equal_teacher_forcing(kernel_size):
+    model = make(kernel_size=kernel_size)
+    logits = model({"source": SOURCE, "target_in": TARGET_IN})
+    assert logits.shape == (2, 5, 60)
+    memory = model.encode(SOURCE)
+    state = model.initial_state(memory)
+    assert state["layer_0"].shape == (2, kernel_size - 1, 24)
+    steps = []
+    for t in range(5):
+        step_logits, state = model.step(TARGET_IN[:, t], t, state, memory)
+        steps.append(step_logits)
+    np.testing.assert_allclose(tf.stack(steps, 1).numpy(), logits.numpy(), atol=1e-5)
+
+
+def test_decoder_is_causal_and_source_padding_is_masked():
+    model = make(kernel_size=3)
+    a = model({"source": SOURCE, "target_in": TARGET_IN}).numpy()
+    changed = tf.tensor_scatter_nd_update(TARGET_IN, [[0, 3]], [40])
+    b = model({"source": SOURCE, "target_in": changed}).numpy()
+    np.testing.assert_allclose(a[0, :3], b[0, :3], atol=1e-6)
+    assert not np.allclose(a[0, 3], b[0, 3])
+    longer = tf.pad(SOURCE, [[0, 0], [0, 4]])
+    c = model({"source": longer, "target_in": TARGET_IN}).numpy()
+    np.testing.assert_allclose(a, c, atol=1e-5)
+
+
+def test_weight_norm_kernels_have_norm_g_per_unit():
+    dense = WeightNormDense(7)
+    dense(tf.ones([2, 5]))
+    dense.g.assign(tf.fill([1, 7], 3.0))
+    np.testing.assert_allclose(np.linalg.norm(dense.kernel().numpy(), axis=0), 3.0, rtol=1e-5)
+    conv = WeightNormConv1D(6, 3, causal=True)
+    x = tf.random.stateless_normal([1, 4, 5], seed=[0, 1])
+    full = conv(x)
+    np.testing.assert_allclose(np.linalg.norm(conv.kernel().numpy().reshape(-1, 6), axis=0),
+                               conv.g.numpy().reshape(-1), rtol=1e-5)
+    # The causal output at position t only sees inputs up to t: the last window gives the last row.
+    window = x[:, 1:4]
+    np.testing.assert_allclose(conv.step(window).numpy(), full[:, 3].numpy(), atol=1e-5)
+
+
+def test_tiny_convs2s_learns_and_exports(corpus, tmp_path):
+    model_dir = str(tmp_path / "m")
+    flags = [f for f in tiny_train_flags(corpus, model_dir, steps=80)
+             if not f.startswith(("--model=", "--encoder_layers", "--decoder_layers", "--d_model",
+                                  "--ffn_dim", "--num_heads"))]
+    assert run_cli("train", *flags, "--model=convs2s", "--encoder_layers=2", "--decoder_layers=2",
+                   "--embed_dim=32", "--hidden_dim=32", "--dropout=0.0") == 0
+    from test_training import _events
+    losses = [loss for _, loss in _events(model_dir, "train/loss")]
+    assert losses[-1] < 0.7 * losses[0], losses
+    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'e'}") == 0
+    loaded = tf.saved_model.load(str(tmp_path / "e" / "convs2s" / "1"))
+    out = loaded.signatures["serving_default"](text=tf.constant(["the red dog", ""]))
+    assert out["translations"].numpy()[0] and out["translations"].numpy()[1] == b""
