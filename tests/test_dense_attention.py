@@ -1,0 +1,61 @@
+"""DenseAtt-1 and -2 against a direct numpy evaluation of eq. 9 and eq. 10 of the DenseNMT paper."""
+
+import numpy as np
+import tensorflow as tf
+
+from tfnmt.layers.dense_attention import DenseAttention1, DenseAttention2
+
+RNG = np.random.default_rng(0)
+B, S, T, A = 2, 5, 3, 4
+H = [RNG.normal(size=(B, S, d)).astype(np.float32) for d in (3, 6, 2)]  # h^1..h^3
+H0 = RNG.normal(size=(B, S, 5)).astype(np.float32)                       # embedding h^0
+Z = RNG.normal(size=(B, T, 7)).astype(np.float32)                        # decoder layer z^l
+MASK = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], bool)
+
+
+def linear(layer, x):
+    kernel = layer.kernel.numpy()
+    return x @ kernel + (layer.bias.numpy() if layer.use_bias else 0.0)
+
+
+def F(q, k, v, mask):
+    scores = q @ np.swapaxes(k, 1, 2)
+    scores = np.where(mask[:, None, :], scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    return weights @ v
+
+
+def test_dense_attention_1_is_eq_9():
+    layer = DenseAttention1(A)
+    out = layer(tf.constant(Z), layer.project_memory([tf.constant(h) for h in H], tf.constant(H0),
+                                                     tf.constant(MASK))).numpy()
+    projected = linear(layer.layers_projection, np.concatenate(H, -1))
+    expected = F(linear(layer.query, Z), projected,
+                 projected + linear(layer.embedding_projection, H0), MASK)
+    assert out.shape == (B, T, A)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_dense_attention_2_is_eq_10():
+    layer = DenseAttention2(A, num_encoder_layers=3)
+    out = layer(tf.constant(Z), layer.project_memory([tf.constant(h) for h in H], tf.constant(H0),
+                                                     tf.constant(MASK))).numpy()
+    query = linear(layer.query, Z)
+    expected = sum(F(query, linear(layer.key_projections[i], H[i]),
+                     linear(layer.value_projections[i], np.concatenate([H[i], H0], -1)), MASK)
+                   for i in range(3))
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_padding_positions_get_no_attention():
+    layer = DenseAttention2(A, num_encoder_layers=3)
+    memory = layer.project_memory([tf.constant(h) for h in H], tf.constant(H0), tf.constant(MASK))
+    changed = [h.copy() for h in H]
+    for h in changed:
+        h[1, 3:] = 100.0  # padded positions of sentence 2
+    h0 = H0.copy()
+    h0[1, 3:] = -50.0
+    memory2 = layer.project_memory([tf.constant(h) for h in changed], tf.constant(h0), tf.constant(MASK))
+    np.testing.assert_allclose(layer(tf.constant(Z), memory)[1].numpy(),
+                               layer(tf.constant(Z), memory2)[1].numpy(), atol=1e-5)

@@ -1,0 +1,76 @@
+"""DenseAtt (DenseNMT, paper 000, eq. 8-10): attention of a decoder layer over ALL encoder layers.
+
+Both variants use the multiplicative core F(Q, K, V) = softmax(Q K^T) V (eq. 8) and linear maps
+L(.) to the attention width. The encoder side is projected once per sentence (`project_memory`)
+and reused at every decoding step, as the decoder's incremental state does not depend on it.
+
+  DenseAtt-1 (eq. 9):  a = F(L(z), P, P + L(h^0)),  P = L([h^1; ...; h^L])
+      The same projection P serves as keys and, plus the embedding term, as values, mirroring
+      ConvS2S's keys z and values z + e.
+  DenseAtt-2 (eq. 10): a = sum_i F(L(z), L_i(h^i), L'_i([h^i; h^0]))
+"""
+
+import keras
+import tensorflow as tf
+
+from tfnmt.layers.attention import NEG_INF
+
+
+def _attend(query, keys, values, mask):
+    """query [B, T, a], keys/values [B, S, a], mask [B, S] -> [B, T, a]."""
+    scores = tf.matmul(query, keys, transpose_b=True)
+    scores += (1.0 - tf.cast(mask, scores.dtype))[:, None, :] * NEG_INF
+    weights = tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1)
+    return tf.matmul(tf.cast(weights, values.dtype), values)
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class DenseAttention1(keras.layers.Layer):
+    def __init__(self, attention_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.attention_dim = attention_dim
+        self.query = keras.layers.Dense(attention_dim, name="query")
+        self.layers_projection = keras.layers.Dense(attention_dim, name="layers")
+        self.embedding_projection = keras.layers.Dense(attention_dim, use_bias=False, name="embedding")
+
+    def project_memory(self, encoder_layers, embedding, mask):
+        """encoder_layers: [h^1..h^L], each [B, S, d_i]; embedding h^0 [B, S, d_0]."""
+        projected = self.layers_projection(tf.concat(encoder_layers, axis=-1))
+        return {"keys": projected, "values": projected + self.embedding_projection(embedding),
+                "mask": mask}
+
+    def call(self, z, memory):
+        return _attend(self.query(z), memory["keys"], memory["values"], memory["mask"])
+
+    def get_config(self):
+        return dict(super().get_config(), attention_dim=self.attention_dim)
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class DenseAttention2(keras.layers.Layer):
+    def __init__(self, attention_dim, num_encoder_layers, **kwargs):
+        super().__init__(**kwargs)
+        self.attention_dim = attention_dim
+        self.num_encoder_layers = num_encoder_layers
+        self.query = keras.layers.Dense(attention_dim, name="query")
+        self.key_projections = [keras.layers.Dense(attention_dim, name=f"key_{i}")
+                                for i in range(num_encoder_layers)]
+        self.value_projections = [keras.layers.Dense(attention_dim, name=f"value_{i}")
+                                  for i in range(num_encoder_layers)]
+
+    def project_memory(self, encoder_layers, embedding, mask):
+        if len(encoder_layers) != self.num_encoder_layers:
+            raise ValueError(f"expected {self.num_encoder_layers} encoder layers, got {len(encoder_layers)}")
+        return {"keys": [k(h) for k, h in zip(self.key_projections, encoder_layers)],
+                "values": [v(tf.concat([h, embedding], axis=-1))
+                           for v, h in zip(self.value_projections, encoder_layers)],
+                "mask": mask}
+
+    def call(self, z, memory):
+        query = self.query(z)
+        return tf.add_n([_attend(query, k, v, memory["mask"])
+                         for k, v in zip(memory["keys"], memory["values"])])
+
+    def get_config(self):
+        return dict(super().get_config(), attention_dim=self.attention_dim,
+                    num_encoder_layers=self.num_encoder_layers)
