@@ -143,3 +143,14 @@ def test_resume_with_another_optimizer_is_refused(corpus, tmp_path, capsys):
                    "--learning_rate=1.0") == 2
     errors = [l for l in capsys.readouterr().err.splitlines() if l.startswith("tfnmt train: error:")]
     assert len(errors) == 1 and "does not match this model and optimizer" in errors[0]
+
+
+def test_deterministic_runs_are_bit_identical(corpus, tmp_path):
+    def weights(name):
+        model_dir = str(tmp_path / name)
+        assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=10), "--deterministic",
+                       "--bleu_sentences=0") == 0
+        reader = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
+        return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k.startswith("model/")}
+    a, b = weights("a"), weights("b")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

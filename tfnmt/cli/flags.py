@@ -53,6 +53,8 @@ flags.DEFINE_integer("validate_every", 1000, "Validation loss and BLEU every N s
 flags.DEFINE_integer("log_every", 100, "Log loss, lr and throughput every N steps.")
 flags.DEFINE_integer("bleu_sentences", 200, "Validation sentences translated for BLEU (0 = none).")
 flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training step.")
+flags.DEFINE_boolean("deterministic", False, "Bit-reproducible training (TensorFlow op "
+                     "determinism; slower). Without it only the data order is reproducible.")
 flags.DEFINE_boolean("evaluate_at_end", True, "After training, score the test split with sacreBLEU.")
 
 # --- decoding -----------------------------------------------------------------------------------

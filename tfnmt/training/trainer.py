@@ -47,6 +47,7 @@ class TrainOptions:
     log_every: int = 100
     bleu_sentences: int = 200
     jit_compile: bool = False
+    deterministic: bool = False
 
 
 def check_options(o):
@@ -75,6 +76,8 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
     check_options(options)
     keras.mixed_precision.set_global_policy(options.precision)
     keras.utils.set_random_seed(options.seed)
+    if options.deterministic:
+        tf.config.experimental.enable_op_determinism()
     if os.path.isfile(model_dir_lib.config_path(model_dir)):
         model_dir_lib.check_compatible(model_dir_lib.read_config(model_dir), config)
     model_dir_lib.write_config(model_dir, config)
