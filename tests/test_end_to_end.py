@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import REPO, TEST_DATA, run_cli_subprocess, tiny_train_flags
+from conftest import REPO, run_cli_subprocess, tiny_train_flags
 
 
 @pytest.fixture(scope="module")

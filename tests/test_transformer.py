@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from contract import assert_incremental_equals_teacher_forcing
 from tfnmt.errors import ConfigError
 from tfnmt.models import registry
 
@@ -20,15 +21,7 @@ def make(**overrides):
 @pytest.mark.parametrize("tie_output", [False, True])
 def test_incremental_steps_equal_teacher_forcing(pre_norm, tie_output):
     model = make(pre_norm=pre_norm, tie_output=tie_output)
-    logits = model({"source": SOURCE, "target_in": TARGET_IN})
-    assert logits.shape == (2, 4, 50)
-    memory = model.encode(SOURCE)
-    state = model.initial_state(memory)
-    steps = []
-    for t in range(4):
-        step_logits, state = model.step(TARGET_IN[:, t], t, state, memory)
-        steps.append(step_logits)
-    np.testing.assert_allclose(tf.stack(steps, 1).numpy(), logits.numpy(), atol=1e-4)
+    assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN)
 
 
 def test_source_padding_is_masked():

@@ -11,7 +11,6 @@ Every source yields a `tf.data.Dataset` of (source string, target string) pairs.
 
 import dataclasses
 import os
-import sys
 
 import tensorflow as tf
 
