@@ -62,3 +62,9 @@ def test_bad_settings_are_config_errors():
         registry.get("transformer")(50, 50, d_model=30, num_heads=4)
     with pytest.raises(ConfigError, match="unknown model 'transfomer'; known models: .*transformer"):
         registry.get("transfomer")
+
+
+def test_unknown_hyper_parameter_is_refused_and_defaults_are_recorded():
+    with pytest.raises(ConfigError, match="no hyper-parameter d_modle"):
+        registry.get("transformer")(50, 50, d_modle=64)
+    assert make().get_config()["tie_output"] is True  # a default, recorded in the config

@@ -18,6 +18,7 @@ import keras
 import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
+from tfnmt.errors import ConfigError
 from tfnmt.training.losses import label_smoothed_cross_entropy
 
 
@@ -32,7 +33,7 @@ class Seq2SeqModel(keras.Model):
         self.source_vocab_size = source_vocab_size
         self.target_vocab_size = target_vocab_size
         self.label_smoothing = label_smoothing
-        self.hparams = hparams
+        self.hparams = self.with_defaults(hparams)
         # Where training is in its data stream: (epoch, batch index). Checkpointed for resume.
         self.data_position = tf.Variable([0, -1], dtype=tf.int64, trainable=False, name="data_position")
 
@@ -94,6 +95,15 @@ class Seq2SeqModel(keras.Model):
         return cls(**config)
 
     # --- helpers for subclasses -----------------------------------------------------------------
+    @classmethod
+    def with_defaults(cls, hparams):
+        """The model's declared defaults overridden by `hparams`; undeclared names are errors."""
+        unknown = sorted(set(hparams) - set(cls.HPARAMS))
+        if unknown:
+            raise ConfigError(f"model {cls.registry_name!r} has no hyper-parameter "
+                              f"{', '.join(unknown)}")
+        return dict({name: default for name, (default, _) in cls.HPARAMS.items()}, **hparams)
+
     @staticmethod
     def padding_mask(ids):
         return tf.not_equal(ids, PAD_ID)

@@ -41,8 +41,7 @@ class ConvS2S(Seq2SeqModel):
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
-        h = dict({k: d for k, (d, _) in self.HPARAMS.items()}, **hparams)
-        self.h = h
+        h = self.hparams
         e, d, k, p = h["embed_dim"], h["hidden_dim"], h["kernel_size"], h["dropout"]
         self.kernel_size = k
         self.max_positions = h["max_positions"]
@@ -113,7 +112,7 @@ class ConvS2S(Seq2SeqModel):
 
     def initial_state(self, memory):
         batch = tf.shape(memory["keys"])[0]
-        width = self.h["hidden_dim"]
+        width = self.hparams["hidden_dim"]
         # The last k-1 inputs of each causal convolution; zeros are its left padding.
         return {f"layer_{i}": tf.zeros([batch, self.kernel_size - 1, width], self.compute_dtype)
                 for i in range(len(self.decoder_convs))}

@@ -62,13 +62,12 @@ def define_hparam_flags(flag_values=flags.FLAGS):
 
 def hparams_from_flags(cls, flag_values=flags.FLAGS):
     """The model's hyper-parameters: its defaults overridden by the flags the user set."""
-    hparams = {name: default for name, (default, _) in cls.HPARAMS.items()}
-    all_names = {n for c in _MODELS.values() for n in c.HPARAMS}
-    for name in all_names:
+    given = {}
+    for name in sorted({n for c in _MODELS.values() for n in c.HPARAMS}):
         value = flag_values[name].value
         if value is None:
             continue
-        if name not in hparams:
+        if name not in cls.HPARAMS:
             raise ConfigError(f"--{name} is not a hyper-parameter of model {cls.registry_name!r}")
-        hparams[name] = value
-    return hparams
+        given[name] = value
+    return cls.with_defaults(given)

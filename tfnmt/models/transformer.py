@@ -30,7 +30,7 @@ class Transformer(Seq2SeqModel):
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
-        h = dict({k: v for k, v in ((k, d) for k, (d, _) in self.HPARAMS.items())}, **hparams)
+        h = self.hparams
         if h["share_embeddings"] and source_vocab_size != target_vocab_size:
             raise ConfigError("--share_embeddings needs a joint vocabulary (tfnmt vocab --joint)")
         if h["d_model"] % h["num_heads"]:
