@@ -17,9 +17,9 @@ import tensorflow as tf
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
-from tfnmt.cli.translate import translate_lines
 from tfnmt.data import pipeline, sources
 from tfnmt.data.vocab import load_vocabs
+from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError
 from tfnmt.training.optimizers import make_optimizer
 
@@ -70,9 +70,9 @@ def bench_translate():
     if not sentences:
         raise ConfigError("no test sentences to translate")
     batch = FLAGS.decode_batch_size
-    translate_lines(translator, sentences[:batch], batch)  # traces the function
+    translate_sentences(translator, sentences[:batch], batch)  # traces the function
     start = time.perf_counter()
-    translate_lines(translator, sentences, batch)
+    translate_sentences(translator, sentences, batch)
     batched = time.perf_counter() - start
     latencies = []
     for sentence in sentences[: FLAGS.bench_latency_sentences]:

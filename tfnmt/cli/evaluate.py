@@ -9,7 +9,7 @@ from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import sources
 from tfnmt.evaluation import bleu
-from tfnmt.training.callbacks import translate_all
+from tfnmt.decoding.translator import translate_sentences
 
 
 def run():
@@ -18,7 +18,7 @@ def run():
     split = common.splits(spec)[2]
     source_sentences, references = sources.references(spec, split, FLAGS.test_limit)
     start = time.time()
-    hypotheses = translate_all(translator, source_sentences, FLAGS.decode_batch_size)
+    hypotheses = translate_sentences(translator, source_sentences, FLAGS.decode_batch_size)
     elapsed = time.time() - start
     if FLAGS.output and FLAGS.output != "-":
         with open(FLAGS.output, "w", encoding="utf-8") as f:

@@ -13,6 +13,7 @@ from absl import logging
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data.text_files import decode_lines, read_lines
+from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import DataError
 
 
@@ -20,26 +21,6 @@ def _read_input():
     if FLAGS.input == "-":
         return decode_lines(sys.stdin.buffer.read(), "<stdin>", replace_invalid=True)
     return read_lines(FLAGS.input, role="input", replace_invalid=True)
-
-
-def translate_lines(translator, lines, batch_size, progress=False):
-    """Translations of `lines` in their order; batches are formed by length for speed."""
-    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
-    results = [""] * len(lines)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=len(lines), unit="sent", file=sys.stderr)
-    for start in range(0, len(order), batch_size):
-        index = order[start:start + batch_size]
-        out = translator.translate(tf.constant([lines[i] for i in index]))["translations"].numpy()
-        for i, text in zip(index, out):
-            results[i] = text.decode("utf-8")
-        if bar is not None:
-            bar.update(len(index))
-    if bar is not None:
-        bar.close()
-    return results
 
 
 def run():
@@ -59,7 +40,7 @@ def run():
                 logging.warning("%s:%d: %d subwords; only the first %d are translated "
                                 "(--max_input_length)", FLAGS.input, number, length,
                                 FLAGS.max_input_length)
-    results = translate_lines(translator, lines, FLAGS.decode_batch_size,
+    results = translate_sentences(translator, lines, FLAGS.decode_batch_size,
                               progress=FLAGS.input != "-")
     text = "".join(r + "\n" for r in results)
     if FLAGS.output == "-":

@@ -65,3 +65,29 @@ class Translator(tf.Module):
         empty = tf.equal(lengths, 0)
         return {"translations": tf.where(empty, "", translations),
                 "scores": tf.where(empty, 0.0, scores)}
+
+
+def translate_sentences(translator, sentences, batch_size, progress=False):
+    """Translations of `sentences` (list of str) in their order.
+
+    Batches are formed from sentences of similar length, so padding and the longest hypothesis
+    of a batch cost less. `translator` is a Translator or anything with the same `translate`.
+    """
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    results = [""] * len(sentences)
+    bar = None
+    if progress:
+        import sys
+
+        from tqdm import tqdm
+        bar = tqdm(total=len(sentences), unit="sent", file=sys.stderr)
+    for start in range(0, len(order), batch_size):
+        index = order[start:start + batch_size]
+        out = translator.translate(tf.constant([sentences[i] for i in index]))["translations"]
+        for i, text in zip(index, out.numpy()):
+            results[i] = text.decode("utf-8")
+        if bar is not None:
+            bar.update(len(index))
+    if bar is not None:
+        bar.close()
+    return results

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from tfnmt.decoding.translator import translate_sentences
 from tfnmt.evaluation import bleu
 
 
@@ -140,14 +141,6 @@ class Validator:
             tokens += float(count)
         results = {"loss": total / max(tokens, 1.0)}
         if self.translator is not None and self.sources:
-            hypotheses = translate_all(self.translator, self.sources, self.batch_size)
+            hypotheses = translate_sentences(self.translator, self.sources, self.batch_size)
             results["bleu"] = bleu.score(hypotheses, self.references)["bleu"]
         return results
-
-
-def translate_all(translator, sentences, batch_size):
-    out = []
-    for i in range(0, len(sentences), batch_size):
-        batch = tf.constant(sentences[i:i + batch_size])
-        out.extend(t.decode("utf-8") for t in translator.translate(batch)["translations"].numpy())
-    return out
