@@ -1,10 +1,8 @@
-import os
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_cli, tiny_train_flags
+from conftest import events, multi30k_lines, overfit_multi30k, run_cli, tiny_train_flags
 from contract import assert_incremental_equals_teacher_forcing
 from tfnmt.layers.weight_norm import WeightNormConv1D, WeightNormDense
 from tfnmt.models import registry
@@ -62,8 +60,7 @@ def test_tiny_convs2s_learns_and_exports(corpus, tmp_path):
                                   "--ffn_dim", "--num_heads"))]
     assert run_cli("train", *flags, "--model=convs2s", "--encoder_layers=2", "--decoder_layers=2",
                    "--embed_dim=32", "--hidden_dim=32", "--dropout=0.0") == 0
-    from test_training import _events
-    losses = [loss for _, loss in _events(model_dir, "train/loss")]
+    losses = [loss for _, loss in events(model_dir, "train/loss")]
     assert losses[-1] < 0.7 * losses[0], losses
     assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'e'}") == 0
     loaded = tf.saved_model.load(str(tmp_path / "e" / "convs2s" / "1"))
@@ -73,23 +70,15 @@ def test_tiny_convs2s_learns_and_exports(corpus, tmp_path):
 
 def test_convs2s_overfits_200_multi30k_pairs_and_the_export_translates_them(multi30k_dir, tmp_path):
     model_dir = str(tmp_path / "m")
-    assert run_cli(
-        "train", f"--model_dir={model_dir}", "--model=convs2s", f"--data=text:{multi30k_dir}",
-        "--valid_split=val", "--train_limit=200", "--valid_limit=50", "--vocab_size=400",
-        "--encoder_layers=2", "--decoder_layers=2", "--embed_dim=64", "--hidden_dim=64",
-        "--dropout=0", "--label_smoothing=0", "--train_steps=500", "--batch_tokens=1024",
-        "--learning_rate=3e-3", "--warmup_steps=0", "--log_every=100", "--validate_every=500",
-        "--save_every=500", "--bleu_sentences=0", "--evaluate_at_end=false") == 0
-    from test_training import _events
-    losses = [loss for _, loss in _events(model_dir, "train/loss")]
+    losses = overfit_multi30k(model_dir, multi30k_dir, "--model=convs2s", "--encoder_layers=2",
+                              "--decoder_layers=2", "--embed_dim=64", "--hidden_dim=64")
     assert losses[-1] < 1.2, losses  # cross-entropy in nats per target token, steps 401-500
     assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'e'}",
                    "--beam_size=1") == 0
-    sources = open(os.path.join(multi30k_dir, "train.en"), encoding="utf-8").read().splitlines()[:20]
-    targets = open(os.path.join(multi30k_dir, "train.de"), encoding="utf-8").read().splitlines()[:20]
     loaded = tf.saved_model.load(str(tmp_path / "e" / "convs2s" / "1"))
+    sources = multi30k_lines(multi30k_dir, "en", 20)
     out = loaded.signatures["serving_default"](text=tf.constant(sources))["translations"].numpy()
     from tfnmt.evaluation import bleu
-    score = bleu.score([t.decode() for t in out], targets)["bleu"]
+    score = bleu.score([t.decode() for t in out], multi30k_lines(multi30k_dir, "de", 20))["bleu"]
     # CPU training is not bit-reproducible run to run (threaded reductions): 37-51 was seen.
     assert score > 20, score

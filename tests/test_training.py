@@ -7,26 +7,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_cli, tiny_train_flags
+from conftest import events, run_cli, tiny_train_flags
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.training import checkpoints
 from tfnmt.training.callbacks import ShrinkOnValidationRise
 from tfnmt.training.optimizers import InverseSqrtSchedule, make_optimizer
 
 
-def _events(model_dir, tag):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    acc = EventAccumulator(os.path.join(model_dir, "logs"))
-    acc.Reload()
-    return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
-
-
 def test_loss_falls_on_a_tiny_overfit_set(trained_model):
-    losses = _events(trained_model, "train/loss")
+    losses = events(trained_model, "train/loss")
     assert len(losses) >= 5
     assert losses[-1][1] < 0.7 * losses[0][1], losses
-    assert _events(trained_model, "validation/loss")
-    assert _events(trained_model, "validation/bleu")
+    assert events(trained_model, "validation/loss")
+    assert events(trained_model, "validation/bleu")
 
 
 def test_model_dir_layout(trained_model):
@@ -44,7 +37,7 @@ def test_resume_continues_from_the_last_checkpoint(corpus, tmp_path):
     position = before.get_tensor("data_position/.ATTRIBUTES/VARIABLE_VALUE")
     assert position[1] >= 0
     assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=40)) == 0
-    steps = [s for s, _ in _events(model_dir, "train/loss")]
+    steps = [s for s, _ in events(model_dir, "train/loss")]
     assert steps == sorted(steps) and steps[0] == 10 and steps[-1] == 40
     assert 20 in steps and steps.count(20) == 1  # the second run started after step 20
     after = tf.train.load_checkpoint(checkpoints.resolve(model_dir))

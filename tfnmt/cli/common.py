@@ -78,6 +78,10 @@ class SavedModelTranslator:
 def translator_from_flags():
     """(config or None, translator) from --saved_model, else from --model_dir's checkpoint."""
     if FLAGS.saved_model:
-        translator = SavedModelTranslator(FLAGS.saved_model)
+        from tfnmt.export import tflite
+        if os.path.isfile(os.path.join(FLAGS.saved_model, tflite.MODEL_FILE)):
+            translator = tflite.TFLiteTranslator(FLAGS.saved_model)
+        else:
+            translator = SavedModelTranslator(FLAGS.saved_model)
         return translator.config, translator
     return load_translator()

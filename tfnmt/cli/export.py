@@ -1,16 +1,24 @@
-"""tfnmt export: write a TF-Serving-ready SavedModel (tokenizer and beam search inside)."""
+"""tfnmt export: a TF-Serving-ready SavedModel (tokenizer and beam search inside), or a TFLite
+flatbuffer for phones (--format=tflite)."""
 
 from absl import logging
 
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
-from tfnmt.export import saved_model
+from tfnmt.errors import ConfigError
+from tfnmt.export import saved_model, tflite
 
 
 def run():
     common.require("model_dir", "export_dir")
     config, translator = common.load_translator()
     name = FLAGS.export_name or config["model"]
-    path = saved_model.export(translator, FLAGS.export_dir, name, FLAGS.export_version, config)
+    if FLAGS.format == "tflite":
+        path = tflite.export(translator, FLAGS.model_dir, FLAGS.export_dir, name,
+                             FLAGS.export_version, config, FLAGS.quantize)
+    elif FLAGS.quantize != "none":
+        raise ConfigError("--quantize applies to --format=tflite only")
+    else:
+        path = saved_model.export(translator, FLAGS.export_dir, name, FLAGS.export_version, config)
     logging.info("exported %s (beam %d, length penalty %s)", path, FLAGS.beam_size, FLAGS.length_penalty)
     print(path)

@@ -68,13 +68,17 @@ flags.DEFINE_integer("max_decode_length", 256, "Hard cap on generated tokens.")
 flags.DEFINE_integer("max_input_length", 1024, "Source subwords beyond this are cut, with a warning.")
 flags.DEFINE_integer("decode_batch_size", 32, "Sentences per decoding batch.")
 flags.DEFINE_string("checkpoint", "", "Checkpoint to use: '' (latest), 'best' or a path.")
-flags.DEFINE_string("saved_model", "", "Use this exported SavedModel (DIR/NAME/VERSION) instead of a checkpoint.")
+flags.DEFINE_string("saved_model", "", "Use this export (SavedModel or TFLite, DIR/NAME/VERSION) instead of a checkpoint.")
 flags.DEFINE_string("input", "-", "File to translate ('-' = stdin).")
 flags.DEFINE_string("output", "-", "Where translations go ('-' = stdout).")
 flags.DEFINE_boolean("lowercase", False, "Case-insensitive BLEU (the default is cased).")
 
 # --- export, average ----------------------------------------------------------------------------
-flags.DEFINE_enum("format", "saved_model", ["saved_model"], "Export format.")
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "tflite"],
+                  "Export format: a TF Serving SavedModel (text in, text out) or a TFLite "
+                  "flatbuffer for phones (ids in, ids out; SentencePiece model beside it).")
+flags.DEFINE_enum("quantize", "none", ["none", "dynamic", "float16"],
+                  "TFLite weights: float32, dynamic-range int8, or float16.")
 flags.DEFINE_string("export_dir", None, "Export base directory; the model goes to DIR/NAME/VERSION.")
 flags.DEFINE_string("export_name", "", "Served model name (default: the model's registry name).")
 flags.DEFINE_integer("export_version", 0, "Version directory (0 = one more than the newest there).")

@@ -51,20 +51,24 @@ class Translator(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def translate(self, text):
         source, lengths = self.tokenize(text)
-        memory = self.model.encode(source, training=False)
-        if self.model.autoregressive:
-            limit = max_lengths(lengths, self.max_length_ratio, self.max_length_offset,
-                                self.max_decode_length)
-            ids, scores = beam_search(self.model, memory, limit, self.beam_size,
-                                      self.length_penalty, self.penalty_mode)
-            ids, scores = ids[:, 0], scores[:, 0]
-        else:
-            ids, scores = self.model.predict_ids(memory, self.beam_size)
+        ids, scores = self.translate_ids(source, lengths)
         ragged = tf.RaggedTensor.from_tensor(ids, padding=PAD_ID)
         translations = self.target_tokenizer.detokenize(ragged)
         empty = tf.equal(lengths, 0)
         return {"translations": tf.where(empty, "", translations),
                 "scores": tf.where(empty, 0.0, scores)}
+
+    def translate_ids(self, source, lengths):
+        """Padded source ids [B, S] (eos-terminated) and their lengths without eos [B] ->
+        (ids [B, T] padded with PAD_ID, scores [B]). Shared by the SavedModel and TFLite exports."""
+        memory = self.model.encode(source, training=False)
+        if not self.model.autoregressive:
+            return self.model.predict_ids(memory, self.beam_size)
+        limit = max_lengths(lengths, self.max_length_ratio, self.max_length_offset,
+                            self.max_decode_length)
+        ids, scores = beam_search(self.model, memory, limit, self.beam_size,
+                                  self.length_penalty, self.penalty_mode)
+        return ids[:, 0], scores[:, 0]
 
 
 def translate_sentences(translator, sentences, batch_size, progress=False):

@@ -3,25 +3,20 @@
     serving_default(text: string [B]) -> {"translations": string [B], "scores": float32 [B]}
 
 The graph may only hold ops that TF Serving's stock model server has: core TensorFlow and
-tensorflow-text. `check_serving_ops` enforces that on every export.
+tensorflow-text. `disallowed_ops` is checked on every export.
 """
 
 import json
 import os
-import shutil
 
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from tfnmt.errors import ConfigError
+from tfnmt.export.versions import write_version
 
 # Core ops that run Python and therefore cannot run in TF Serving.
 _PYTHON_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
-
-
-def _next_version(base):
-    versions = [int(d) for d in os.listdir(base) if d.isdigit()] if os.path.isdir(base) else []
-    return max(versions, default=0) + 1
 
 
 EXPORT_INFO = os.path.join("assets.extra", "tfnmt_export.json")
@@ -33,28 +28,19 @@ def export(translator, export_dir, name, version=0, config=None):
     Next to the graph, assets.extra/tfnmt_export.json records the model config and the decoding
     settings baked into the signature (TF Serving ignores that folder's other files).
     """
-    base = os.path.join(export_dir, name)
-    version = version or _next_version(base)
-    final = os.path.join(base, str(version))
-    if os.path.exists(final):
-        raise ConfigError(f"{final} exists already: choose another --export_version")
-    os.makedirs(base, exist_ok=True)
-    # TF Serving polls for numeric version folders; write elsewhere and rename, so it never
-    # loads a half-written model.
-    staging = os.path.join(base, f".staging-{version}")
-    shutil.rmtree(staging, ignore_errors=True)
-    signature = translator.translate.get_concrete_function()
-    tf.saved_model.save(translator, staging, signatures={"serving_default": signature})
-    info = {"config": config or {}, "decoding": translator.decoding_options()}
-    os.makedirs(os.path.join(staging, "assets.extra"), exist_ok=True)
-    with open(os.path.join(staging, EXPORT_INFO), "w") as f:
-        json.dump(info, f, indent=2, sort_keys=True)
-    disallowed = disallowed_ops(staging)
-    if disallowed:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ConfigError(f"the exported graph uses ops TF Serving lacks: {', '.join(sorted(disallowed))}")
-    os.rename(staging, final)
-    return final
+    def write(staging):
+        signature = translator.translate.get_concrete_function()
+        tf.saved_model.save(translator, staging, signatures={"serving_default": signature})
+        info = {"config": config or {}, "decoding": translator.decoding_options()}
+        os.makedirs(os.path.join(staging, "assets.extra"), exist_ok=True)
+        with open(os.path.join(staging, EXPORT_INFO), "w") as f:
+            json.dump(info, f, indent=2, sort_keys=True)
+        disallowed = disallowed_ops(staging)
+        if disallowed:
+            raise ConfigError("the exported graph uses ops TF Serving lacks: "
+                              + ", ".join(sorted(disallowed)))
+
+    return write_version(export_dir, name, version, write)
 
 
 def read_export_info(path):

@@ -16,7 +16,7 @@ import tensorflow as tf
 from tfnmt.layers.attention import NEG_INF
 
 
-def _attend(query, keys, values, mask):
+def attend(query, keys, values, mask):
     """query [B, T, a], keys/values [B, S, a], mask [B, S] -> [B, T, a]."""
     scores = tf.matmul(query, keys, transpose_b=True)
     scores += (1.0 - tf.cast(mask, scores.dtype))[:, None, :] * NEG_INF
@@ -35,12 +35,15 @@ class DenseAttention1(keras.layers.Layer):
 
     def project_memory(self, encoder_layers, embedding, mask):
         """encoder_layers: [h^1..h^L], each [B, S, d_i]; embedding h^0 [B, S, d_0]."""
-        projected = self.layers_projection(tf.concat(encoder_layers, axis=-1))
-        return {"keys": projected, "values": projected + self.embedding_projection(embedding),
-                "mask": mask}
+        # Not called through __call__, so without this scope the projections would be built
+        # (and checkpointed) under the caller's name, colliding across decoder layers.
+        with keras.name_scope(self.name):
+            projected = self.layers_projection(tf.concat(encoder_layers, axis=-1))
+            return {"keys": projected, "values": projected + self.embedding_projection(embedding),
+                    "mask": mask}
 
     def call(self, z, memory):
-        return _attend(self.query(z), memory["keys"], memory["values"], memory["mask"])
+        return attend(self.query(z), memory["keys"], memory["values"], memory["mask"])
 
     def get_config(self):
         return dict(super().get_config(), attention_dim=self.attention_dim)
@@ -61,14 +64,15 @@ class DenseAttention2(keras.layers.Layer):
     def project_memory(self, encoder_layers, embedding, mask):
         if len(encoder_layers) != self.num_encoder_layers:
             raise ValueError(f"expected {self.num_encoder_layers} encoder layers, got {len(encoder_layers)}")
-        return {"keys": [k(h) for k, h in zip(self.key_projections, encoder_layers)],
-                "values": [v(tf.concat([h, embedding], axis=-1))
-                           for v, h in zip(self.value_projections, encoder_layers)],
-                "mask": mask}
+        with keras.name_scope(self.name):  # see DenseAttention1.project_memory
+            return {"keys": [k(h) for k, h in zip(self.key_projections, encoder_layers)],
+                    "values": [v(tf.concat([h, embedding], axis=-1))
+                               for v, h in zip(self.value_projections, encoder_layers)],
+                    "mask": mask}
 
     def call(self, z, memory):
         query = self.query(z)
-        return tf.add_n([_attend(query, k, v, memory["mask"])
+        return tf.add_n([attend(query, k, v, memory["mask"])
                          for k, v in zip(memory["keys"], memory["values"])])
 
     def get_config(self):

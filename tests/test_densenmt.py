@@ -1,0 +1,106 @@
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import run_cli
+from contract import assert_incremental_equals_teacher_forcing
+from tfnmt.errors import ConfigError
+from tfnmt.models import registry
+from tfnmt.models.densenmt import summary_after
+
+TINY = dict(encoder_layers=3, decoder_layers=4, embed_dim=16, hidden_dim=12, growth_rate=8,
+            attention_dim=10, dropout=0.0)
+SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
+TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
+
+
+def make(**overrides):
+    model = registry.get("densenmt")(50, 60, **dict(TINY, **overrides))
+    model.build_with_dummy_batch()
+    return model
+
+
+GRID = list(itertools.product(["dense", "residual"], ["dense", "residual"],
+                              ["multistep", "dense1", "dense2", "none"]))
+
+
+@pytest.mark.parametrize("encoder,decoder,attention", GRID)
+def test_every_combination_decodes_incrementally_like_teacher_forcing(encoder, decoder, attention):
+    model = make(encoder=encoder, decoder=decoder, attention=attention, sumlen=3, embedding_dim=6)
+    assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN, atol=1e-5)
+    # Checkpoints key variables by path: every variable needs its own.
+    paths = [v.path for v in model.weights]
+    assert len(set(paths)) == len(paths), sorted(p for p in paths if paths.count(p) > 1)
+
+
+@pytest.mark.parametrize("attention", ["multistep", "dense1", "dense2"])
+def test_decoder_is_causal_and_source_padding_is_masked(attention):
+    model = make(attention=attention, sumlen=3)
+    inputs = {"source": SOURCE, "target_in": TARGET_IN}
+    a = model(inputs).numpy()
+    for t in range(1, 6):  # changing target position t changes nothing before t
+        changed = tf.tensor_scatter_nd_update(TARGET_IN, [[0, t]], [40])
+        b = model({"source": SOURCE, "target_in": changed}).numpy()
+        np.testing.assert_allclose(a[0, :t], b[0, :t], atol=1e-6)
+        assert not np.allclose(a[0, t], b[0, t])
+    longer = tf.pad(SOURCE, [[0, 0], [0, 4]])
+    np.testing.assert_allclose(a, model({"source": longer, "target_in": TARGET_IN}).numpy(), atol=1e-5)
+    # The source matters whenever there is attention.
+    other = tf.constant([[9, 8, 7, 3, 0], [8, 9, 3, 0, 0]])
+    assert not np.allclose(a[0], model({"source": other, "target_in": TARGET_IN}).numpy()[0])
+
+
+def test_without_attention_the_decoder_ignores_the_source():
+    model = make(attention="none")
+    a = model({"source": SOURCE, "target_in": TARGET_IN}).numpy()
+    b = model({"source": SOURCE[:, ::-1], "target_in": TARGET_IN}).numpy()
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_dense_layers_grow_by_the_growth_rate_and_summaries_reset_the_width():
+    e, g, k = 16, 8, 3
+    model = make(encoder_layers=5, decoder_layers=5, sumlen=3, attention="dense2")
+    assert summary_after(5, 3) == {2, 4}
+    assert summary_after(4, 5) == set() and summary_after(8, 5) == {4} and summary_after(8, 0) == set()
+    # Encoder (eq. 6): layer inputs e, e+g, then after the summary e, e+g, then e.
+    enc_in = [layer.conv.v.shape[1] for layer in model.encoder_convs]
+    assert enc_in == [e, e + g, e, e + g, e]
+    assert [model.encoder_summary[i].conv.v.shape[1] for i in (2, 4)] == [e + 2 * g, e + 2 * g]
+    # Decoder (eq. 7): every layer adds z^l and a^l, each of width g.
+    dec_in = [layer.conv.v.shape[1] for layer in model.decoder_convs]
+    assert dec_in == [e, e + 2 * g, e, e + 2 * g, e]
+    state = model.initial_state(model.encode(SOURCE))
+    assert {key: v.shape[1:] for key, v in state.items()} == {
+        "layer_0": (k - 1, e), "layer_1": (k - 1, e + 2 * g), "summary_2": (k - 1, e + 4 * g),
+        "layer_2": (k - 1, e), "layer_3": (k - 1, e + 2 * g), "summary_4": (k - 1, e + 4 * g),
+        "layer_4": (k - 1, e)}
+    # DenseAtt-2 attends over the encoder layers since the last summary (1 here), DenseAtt-1 too.
+    memory = model.encode(SOURCE)
+    assert len(memory["layers"]) == 5 and len(memory["layers"][0]["keys"]) == 1
+
+
+def test_small_embeddings_are_projected_to_the_model_width():
+    model = make(embedding_dim=4)
+    assert model.source_embedding.embeddings.shape == (50, 4)
+    assert model.target_embedding.embeddings.shape == (60, 4)
+    assert model.source_embedding_projection.kernel.shape == (4, 16)
+    assert model.output_projection.v.shape == (4, 60)  # the softmax matrix is 4 wide too
+    assert make().source_embedding_projection is None
+
+
+@pytest.mark.parametrize("bad", [dict(attention="dense3"), dict(encoder="sparse"),
+                                 dict(decoder_layers=0)])
+def test_bad_switches_are_config_errors(bad):
+    with pytest.raises(ConfigError):
+        registry.get("densenmt")(50, 60, **dict(TINY, **bad))
+
+
+def test_convs2s_pins_the_residual_switches():
+    with pytest.raises(ConfigError, match="no hyper-parameter attention"):
+        registry.get("convs2s")(50, 60, attention="dense2")
+    model = registry.get("convs2s")(50, 60, embed_dim=16, hidden_dim=12, embedding_dim=8)
+    model.build_with_dummy_batch()
+    assert model.settings["encoder"] == "residual" and model.settings["attention"] == "multistep"
+    assert model.source_embedding.embeddings.shape == (50, 8)

@@ -1,0 +1,145 @@
+"""TFLite export for phones: the model and its beam search (greedy = beam 1) in one flatbuffer.
+
+The flatbuffer takes one sentence's SentencePiece ids and returns the translation's ids:
+
+    input  int32 [1, S]  source ids followed by eos (3); at most max_source_length + 1 ids
+    output int32 [1, T]  target ids, padded with 0 after the translation ends
+    output float32 [1]   the hypothesis score (length-penalised log-probability)
+
+The SentencePiece model(s) are written beside it, with tflite_export.json describing all of
+this for the app. Only TFLite builtin ops are allowed, so the flatbuffer runs on the stock
+interpreter; the tokenizer is therefore outside (tensorflow-text's SentencePiece ops are custom
+ops an app would have to link).
+
+Two facts of the toolchain shape the conversion (../shared/docs/field-notes.md): variables read
+inside a while loop must be frozen into constants first, and the loop must stay functional
+(`lower_control_flow=False`), or the shape-changing hypotheses of the beam search no longer
+match the loop's declared shapes.
+"""
+
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+from tfnmt.data.vocab import EOS_ID, PAD_ID, JOINT_FILE, SOURCE_FILE, TARGET_FILE, Vocab
+from tfnmt.errors import ConfigError
+from tfnmt.export.versions import write_version
+
+MODEL_FILE = "model.tflite"
+INFO_FILE = "tflite_export.json"
+QUANTIZATIONS = ("none", "dynamic", "float16")
+
+
+class _IdTranslator(tf.Module):
+    def __init__(self, translator):
+        super().__init__(name="tflite_translator")
+        self.translator = translator
+
+    @tf.function(input_signature=[tf.TensorSpec([1, None], tf.int32, name="source_ids")])
+    def translate_ids(self, source_ids):
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1) - 1
+        ids, scores = self.translator.translate_ids(source_ids, lengths)
+        return {"ids": ids, "scores": scores}
+
+
+def convert(translator, quantize="none"):
+    """The flatbuffer (bytes) of `translator`'s model and decoding settings."""
+    if quantize not in QUANTIZATIONS:
+        raise ConfigError(f"--quantize={quantize!r}: choose one of {', '.join(QUANTIZATIONS)}")
+    module = _IdTranslator(translator)
+    frozen = convert_variables_to_constants_v2(module.translate_ids.get_concrete_function(),
+                                               lower_control_flow=False)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([frozen], module)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantize != "none":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]  # dynamic-range int8 weights
+    if quantize == "float16":
+        converter.target_spec.supported_types = [tf.float16]
+    try:
+        return converter.convert()
+    except Exception as error:  # the converter raises ConverterError and assorted others
+        blocking = sorted(set(re.findall(r"'(tf\.\w+)' op is neither a custom op nor a flex op",
+                                         str(error))))
+        what = ("ops with no TFLite builtin: " + ", ".join(blocking)) if blocking else \
+            str(error).strip().splitlines()[-1][:300]
+        name = getattr(translator.model, "registry_name", type(translator.model).__name__)
+        raise ConfigError(f"model {name!r} cannot be converted to TFLite: {what}") from None
+
+
+def export(translator, model_dir, export_dir, name, version=0, config=None, quantize="none"):
+    """Writes export_dir/name/version/{model.tflite, SentencePiece model(s), tflite_export.json}."""
+    from tfnmt.data.vocab import vocab_paths
+    flatbuffer = convert(translator, quantize)
+    source_path, target_path = vocab_paths(model_dir)
+    options = translator.decoding_options()
+
+    def write(staging):
+        os.makedirs(staging)
+        with open(os.path.join(staging, MODEL_FILE), "wb") as f:
+            f.write(flatbuffer)
+        for path in {source_path, target_path}:
+            shutil.copy(path, os.path.join(staging, os.path.basename(path)))
+        joint = source_path == target_path
+        info = {
+            "config": config or {}, "decoding": options, "quantize": quantize,
+            "source_vocab": JOINT_FILE if joint else SOURCE_FILE,
+            "target_vocab": JOINT_FILE if joint else TARGET_FILE,
+            "input": {"dtype": "int32", "shape": [1, -1], "append_id": EOS_ID,
+                      "max_ids": options["max_source_length"] + 1},
+            "outputs": {"ids": {"dtype": "int32", "shape": [1, -1], "padding_id": PAD_ID},
+                        "scores": {"dtype": "float32", "shape": [1]}},
+        }
+        with open(os.path.join(staging, INFO_FILE), "w") as f:
+            json.dump(info, f, indent=2, sort_keys=True)
+
+    return write_version(export_dir, name, version, write)
+
+
+class TFLiteTranslator:
+    """Runs an exported flatbuffer with the LiteRT interpreter behind Translator's interface
+    (`translate(text [B]) -> {"translations", "scores"}`), one sentence at a time as on a phone."""
+
+    def __init__(self, path):
+        from ai_edge_litert.interpreter import Interpreter
+        model = os.path.join(path, MODEL_FILE)
+        if not os.path.isfile(model):
+            raise ConfigError(f"no TFLite model in {path} (expected DIR/NAME/VERSION/{MODEL_FILE})")
+        with open(os.path.join(path, INFO_FILE)) as f:
+            self.info = json.load(f)
+        self.config = self.info.get("config") or None
+        self.beam_size = self.info["decoding"]["beam_size"]
+        self.source_vocab = Vocab.from_file(os.path.join(path, self.info["source_vocab"]))
+        self.target_vocab = Vocab.from_file(os.path.join(path, self.info["target_vocab"]))
+        self.interpreter = Interpreter(model_path=model)
+        self._input = self.interpreter.get_input_details()[0]["index"]
+        # The frozen function's outputs are unnamed: tell them apart by type.
+        outputs = {d["dtype"]: d["index"] for d in self.interpreter.get_output_details()}
+        self._ids, self._scores = outputs[np.int32], outputs[np.float32]
+
+    def source_ids(self, sentence):
+        ids = self.source_vocab.encode(sentence)[: self.info["input"]["max_ids"] - 1]
+        return ids + [self.info["input"]["append_id"]] if ids else []
+
+    def translate_ids(self, source_ids):
+        """Source ids (eos-terminated) -> (target ids without padding, score)."""
+        self.interpreter.resize_tensor_input(self._input, [1, len(source_ids)])
+        self.interpreter.allocate_tensors()
+        self.interpreter.set_tensor(self._input, np.array([source_ids], np.int32))
+        self.interpreter.invoke()
+        ids = self.interpreter.get_tensor(self._ids)[0]
+        return [int(i) for i in ids if i != PAD_ID], float(self.interpreter.get_tensor(self._scores)[0])
+
+    def translate(self, text):
+        translations, scores = [], []
+        for sentence in np.asarray(text).reshape(-1):
+            source = self.source_ids(sentence.decode("utf-8") if isinstance(sentence, bytes) else sentence)
+            ids, score = self.translate_ids(source) if source else ([], 0.0)
+            translations.append(self.target_vocab.decode(ids).encode("utf-8"))
+            scores.append(score)
+        return {"translations": tf.constant(translations, tf.string),
+                "scores": tf.constant(scores, tf.float32)}

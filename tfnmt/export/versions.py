@@ -1,0 +1,34 @@
+"""Numbered version directories DIR/NAME/VERSION, written atomically (TF Serving's layout, also
+used for TFLite exports so that every exported artefact is found the same way)."""
+
+import os
+import shutil
+
+from tfnmt.errors import ConfigError
+
+
+def next_version(base):
+    versions = [int(d) for d in os.listdir(base) if d.isdigit()] if os.path.isdir(base) else []
+    return max(versions, default=0) + 1
+
+
+def write_version(export_dir, name, version, write):
+    """Calls write(staging_dir), then renames it to export_dir/name/version; returns that path.
+    If `write` raises, nothing is left behind."""
+    base = os.path.join(export_dir, name)
+    version = version or next_version(base)
+    final = os.path.join(base, str(version))
+    if os.path.exists(final):
+        raise ConfigError(f"{final} exists already: choose another --export_version")
+    os.makedirs(base, exist_ok=True)
+    # TF Serving polls for numeric version folders; write elsewhere and rename, so it never
+    # loads a half-written model.
+    staging = os.path.join(base, f".staging-{version}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        write(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    os.rename(staging, final)
+    return final
