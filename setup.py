@@ -16,6 +16,7 @@ setup(
         "sentencepiece>=0.2,<0.3",
         "tqdm>=4.60",
         "tensorboard>=2.21",
+        "ai-edge-litert==2.3.0",
     ],
     extras_require={"test": ["pytest>=8"]},
     entry_points={"console_scripts": ["tfnmt=tfnmt.cli.main:run"]},

@@ -96,7 +96,7 @@ def test_translate_from_stdin_in_a_fresh_process(trained_model):
 def test_info_counts_parameters_by_component(trained_model, capsys):
     assert run_cli("info", f"--model_dir={trained_model}") == 0
     out = capsys.readouterr().out
-    counts = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in out.splitlines()[1:]}
+    counts = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in out.splitlines()[2:]}
     assert counts["total"] == sum(v for k, v in counts.items() if k != "total")
     from tfnmt import model_dir
     config = model_dir.read_config(trained_model)
@@ -105,6 +105,16 @@ def test_info_counts_parameters_by_component(trained_model, capsys):
     assert counts["encoder"] > 0 and counts["decoder"] > counts["encoder"]
     assert run_cli("info") == 0
     assert "transformer" in capsys.readouterr().out
+
+
+def test_info_counts_a_flagfile_model_before_training(tmp_path, capsys):
+    assert run_cli("info", "--model=convs2s", "--vocab_size=1000", "--embed_dim=16",
+                   "--embedding_dim=8", "--hidden_dim=16", f"--model_dir={tmp_path / 'none'}") == 0
+    out = capsys.readouterr().out
+    assert "vocabularies assumed 1,000 per side" in out
+    embeddings = int(out.split("embeddings")[1].split()[0].replace(",", ""))
+    # Source and target tables 1000 x 8, their projections 8 x 16, positions 2 x 1024 x 16.
+    assert embeddings == 2 * 1000 * 8 + 2 * 8 * 16 + 2 * 1024 * 16
 
 
 def test_evaluate_prints_bleu_chrf_and_signatures(trained_model, capsys):

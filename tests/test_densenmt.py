@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_cli
 from contract import assert_incremental_equals_teacher_forcing
 from tfnmt.errors import ConfigError
 from tfnmt.models import registry

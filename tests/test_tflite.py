@@ -53,7 +53,6 @@ def test_tflite_outputs_exactly_the_saved_model_ids(dense_model, multi30k_dir, t
     sources = multi30k_lines(multi30k_dir, "en", 30, start=150) + multi30k_lines(
         multi30k_dir, "en", 10, start=5000) + [""]
     # The SavedModel's ids, recovered through the same in-graph tokenizer and translate_ids.
-    from tfnmt.cli import common  # noqa: F401  (flags)
     from tfnmt import model_dir as model_dir_lib
     from tfnmt.decoding.translator import Translator
     from tfnmt.training import checkpoints
@@ -69,6 +68,22 @@ def test_tflite_outputs_exactly_the_saved_model_ids(dense_model, multi30k_dir, t
     saved_text = saved.translate(tf.constant(sources))["translations"].numpy()
     assert lite_text.tolist() == saved_text.tolist()
     assert lite_text[-1] == b""
+
+
+def test_the_standalone_reference_runner_reproduces_tfnmt_translate(dense_model, multi30k_dir,
+                                                                    tmp_path):
+    import subprocess
+    import sys
+    from conftest import REPO
+    model_dir, _ = dense_model
+    path = export(model_dir, tmp_path, "--format=tflite", "--beam_size=1")
+    sources = multi30k_lines(multi30k_dir, "en", 10, start=30) + [""]
+    result = subprocess.run([sys.executable, os.path.join(REPO, "export", "tflite", "translate_tflite.py"),
+                             path], input="\n".join(sources) + "\n", capture_output=True,
+                            text=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[:-1] == translate_sentences(tflite.TFLiteTranslator(path),
+                                                                 sources, 4)
 
 
 def test_quantised_tflite_agrees_on_most_sentences_and_is_smaller(dense_model, multi30k_dir, tmp_path):

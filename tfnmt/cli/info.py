@@ -1,8 +1,9 @@
 """tfnmt info: the registered models, or a model's parameter count by component."""
 
+import os
+
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli.flags import FLAGS
-from tfnmt.errors import ConfigError
 from tfnmt.models import registry
 
 COMPONENTS = ("embeddings", "encoder", "decoder", "output")
@@ -28,16 +29,28 @@ def parameter_counts(model):
 
 
 def run():
-    if FLAGS.model_dir:
+    """A trained model's counts (--model_dir), or those of a flagfile's model before training,
+    with --vocab_size rows in each embedding table (the paper-size configs' way to compare
+    with published parameter counts)."""
+    if FLAGS.model_dir and os.path.isfile(model_dir_lib.config_path(FLAGS.model_dir)):
         config = model_dir_lib.read_config(FLAGS.model_dir)
+        note = f"trained model in {FLAGS.model_dir}"
     elif FLAGS.model:
-        raise ConfigError("tfnmt info needs --model_dir (a trained or at least vocab'd model)")
+        cls = registry.get(FLAGS.model)
+        config = {"model": FLAGS.model, "hparams": registry.hparams_from_flags(cls),
+                  "source_vocab_size": FLAGS.vocab_size, "target_vocab_size": FLAGS.vocab_size}
+        note = f"not trained yet: vocabularies assumed {FLAGS.vocab_size:,} per side (--vocab_size)"
+    elif FLAGS.model_dir:
+        model_dir_lib.read_config(FLAGS.model_dir)  # raises the usual "no trained model" error
+        return
     else:
         print("models: " + ", ".join(registry.names()))
         return
     model = model_dir_lib.build_model(config)
     counts = parameter_counts(model)
     print(f"{config['model']}  ({', '.join(f'{k}={v}' for k, v in sorted(config['hparams'].items()))})")
+    print(f"  [{note}; source {config['source_vocab_size']:,} / target "
+          f"{config['target_vocab_size']:,} tokens]")
     for name, count in counts.items():
         if count or name in COMPONENTS:
             print(f"  {name:<11}{count:>14,}")
