@@ -1,0 +1,50 @@
+"""The Linear Associative Unit (DeepLAU, paper 001, eq. 6-8), a recurrent cell whose state has a
+linear path from its input:
+
+    r = σ(W_xr x + W_hr h + b_r)      z = σ(W_xz x + W_hz h + b_z)      g = σ(W_xg x + W_hg h + b_g)
+    h~ = tanh((1 - r) ⊙ (W_xh x) + r ⊙ (W_hh h) + b_h)
+    h' = ((1 - z) ⊙ h + z ⊙ h~) ⊙ (1 - g) + g ⊙ (W_x x)
+
+The paper's equations carry no biases; the gates and the candidate get one each (zero at start),
+as is usual for GRU-like cells. The linear path W_x x has none, so with g = 1 the state is
+exactly W_x x.
+"""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class LAUCell(keras.layers.Layer):
+    """One step: (x [N, in], [h [N, units]]) -> (h', [h']). Works in `keras.layers.RNN` and alone."""
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.state_size = units
+        self.output_size = units
+
+    def build(self, input_shape):
+        n, u = input_shape[-1], self.units
+        # Input projections for r, z, g, the candidate (W_xh) and the linear path (W_x).
+        self.input_kernel = self.add_weight(name="input_kernel", shape=(n, 5 * u),
+                                            initializer="glorot_uniform")
+        # Recurrent projections for r, z, g and the candidate (W_hh).
+        self.recurrent_kernel = self.add_weight(name="recurrent_kernel", shape=(u, 4 * u),
+                                                initializer="orthogonal")
+        self.bias = self.add_weight(name="bias", shape=(4 * u,), initializer="zeros")
+
+    def call(self, inputs, states, training=False):
+        h = states[0] if isinstance(states, (list, tuple)) else states
+        u = self.units
+        x_proj = tf.matmul(inputs, self.input_kernel)
+        h_proj = tf.matmul(h, self.recurrent_kernel)
+        gates = tf.sigmoid(x_proj[:, : 3 * u] + h_proj[:, : 3 * u] + self.bias[: 3 * u])
+        r, z, g = tf.split(gates, 3, axis=-1)
+        x_h, x_linear = x_proj[:, 3 * u: 4 * u], x_proj[:, 4 * u:]
+        candidate = tf.tanh((1.0 - r) * x_h + r * h_proj[:, 3 * u:] + self.bias[3 * u:])
+        new_h = ((1.0 - z) * h + z * candidate) * (1.0 - g) + g * x_linear
+        return new_h, [new_h]
+
+    def get_config(self):
+        return dict(super().get_config(), units=self.units)
