@@ -71,19 +71,20 @@ def events(model_dir, tag):
     """(step, value) of a TensorBoard scalar the trainer logged."""
     import tensorflow as tf
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    acc = EventAccumulator(os.path.join(model_dir, "logs"))
+    # size_guidance 0 keeps every event (the default samples 10 per tag).
+    acc = EventAccumulator(os.path.join(model_dir, "logs"), size_guidance={"tensors": 0})
     acc.Reload()
     return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
 
 
-def overfit_multi30k(model_dir, multi30k_dir, *model_flags, steps=500):
-    """Trains on the first 200 Multi30k en-de pairs (no dropout, no smoothing, adam 3e-3);
+def overfit_multi30k(model_dir, multi30k_dir, *model_flags, steps=500, learning_rate=3e-3):
+    """Trains on the first 200 Multi30k en-de pairs (no dropout, no smoothing, constant adam lr);
     returns the logged training losses (mean over each 100 steps)."""
     assert run_cli(
         "train", f"--model_dir={model_dir}", f"--data=text:{multi30k_dir}", "--valid_split=val",
         "--train_limit=200", "--valid_limit=50", "--vocab_size=400", *model_flags,
         "--dropout=0", "--label_smoothing=0", f"--train_steps={steps}", "--batch_tokens=1024",
-        "--learning_rate=3e-3", "--warmup_steps=0", "--log_every=100", f"--validate_every={steps}",
+        f"--learning_rate={learning_rate}", "--warmup_steps=0", "--log_every=100", f"--validate_every={steps}",
         f"--save_every={steps}", "--bleu_sentences=0", "--evaluate_at_end=false") == 0
     return [loss for _, loss in events(model_dir, "train/loss")]
 

@@ -8,11 +8,12 @@ from absl import logging
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import sources
-from tfnmt.evaluation import bleu
+from tfnmt.evaluation import bleu, length_buckets
 from tfnmt.decoding.translator import translate_sentences
 
 
 def run():
+    edges = length_buckets.parse_edges(FLAGS.length_buckets) if FLAGS.length_buckets else None
     config, translator = common.translator_from_flags()
     spec = common.data_spec(config)
     split = common.splits(spec)[2]
@@ -30,5 +31,11 @@ def run():
     print(f"  {result['bleu_detail']}")
     print(f"  BLEU signature: {result['bleu_signature']}")
     print(f"  chrF signature: {result['chrf_signature']}")
+    if edges:
+        buckets, longer = length_buckets.bucket_scores(source_sentences, hypotheses, references,
+                                                       edges, lowercase=FLAGS.lowercase)
+        print(length_buckets.format_table("BLEU by source length:", buckets))
+        print(length_buckets.format_table("BLEU on sources longer than:", longer))
+        result["length_buckets"], result["longer_than"] = buckets, longer
     sys.stdout.flush()
     return result

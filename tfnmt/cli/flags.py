@@ -72,6 +72,8 @@ flags.DEFINE_string("saved_model", "", "Use this export (SavedModel or TFLite, D
 flags.DEFINE_string("input", "-", "File to translate ('-' = stdin).")
 flags.DEFINE_string("output", "-", "Where translations go ('-' = stdout).")
 flags.DEFINE_boolean("lowercase", False, "Case-insensitive BLEU (the default is cased).")
+flags.DEFINE_string("length_buckets", "", "evaluate: also BLEU by source length in words, with "
+                    "these bucket edges, e.g. 10,20,30,40 ('' = off).")
 
 # --- export, average ----------------------------------------------------------------------------
 flags.DEFINE_enum("format", "saved_model", ["saved_model", "tflite"],
