@@ -12,8 +12,8 @@ softmax(W_o dropout(s^top_t)).
 
 Flags choose the paper's comparison rows: `--cell=lau|gru`, and `--stack_connection=none|residual|
 fast_forward` between stacked layers (residual: x_{l+1} = h_l + x_l; fast-forward, Zhou et al.
-2016: x_{l+1} = [h_l; W_f x_l], a linear path around each layer). Neither applies to a first
-layer, whose input has another width.
+2016: x_{l+1} = [h_l; W_f x_l], a linear path around each layer, the first one included). A
+residual connection skips the first layer, whose input has another width.
 
 Where the paper is silent: every decoder layer starts from tanh(W_l mean_j h_j) (the mean of the
 encoder output over real tokens), and the teacher-forced pass runs the same step function as
