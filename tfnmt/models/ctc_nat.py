@@ -172,9 +172,13 @@ class CTCNonAutoregressive(Seq2SeqModel):
     def _logits(self, x):
         if self.output_projection is not None:
             return self.output_projection(x)
-        if not self.target_embedding.built:
-            # Only its matrix is used (it never embeds ids), so Keras would not build it; built
-            # here, inside the model's call, its variable gets the model's path.
+        if not self.output_blank.built:
+            # Only their weights are used (never called), so Keras would not build them; built
+            # here, inside the model's call, their variables get the model's path.
             self.target_embedding.build((None,))
-        words = tf.matmul(x, tf.cast(self.target_embedding.embeddings, x.dtype), transpose_b=True)
-        return tf.concat([words, self.output_blank(x)], axis=-1)
+            self.output_blank.build((None, self.d_model))
+        # One matmul with the blank's vector appended to the matrix: concatenating the logits
+        # instead would copy the largest tensor of the model ([B, k·S, V + 1]) once more.
+        matrix = tf.concat([self.target_embedding.embeddings, tf.transpose(self.output_blank.kernel)], 0)
+        bias = tf.pad(self.output_blank.bias, [[self.target_vocab_size, 0]])
+        return tf.matmul(x, tf.cast(matrix, x.dtype), transpose_b=True) + tf.cast(bias, x.dtype)
