@@ -147,3 +147,55 @@ def test_deterministic_runs_are_bit_identical(corpus, tmp_path):
         return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k.startswith("model/")}
     a, b = weights("a"), weights("b")
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def _checkpoints_with_distinct_weights(model_dir, best_metric, offers):
+    """A tiny model whose weights all equal the step at each offer_best(step, results)."""
+    from tfnmt.models import registry
+    from tfnmt.training.checkpoints import Checkpoints, trackables
+    config = {"model": "transformer", "hparams": dict(encoder_layers=1, decoder_layers=1, d_model=8,
+                                                      ffn_dim=8, num_heads=2),
+              "source_vocab_size": 20, "target_vocab_size": 20}
+    model_dir_lib.write_config(model_dir, config)
+    model = model_dir_lib.build_model(config)
+    manager = Checkpoints(model_dir, trackables(model), keep_best=2, best_metric=best_metric)
+    kept = []
+    for step, results in offers:
+        for variable in model.weights:
+            variable.assign(np.full(variable.shape, step, np.float32))
+        kept.append(manager.offer_best(step, results))
+    return kept
+
+
+OFFERS = [(1, {"loss": 3.0, "bleu": 10.0}), (2, {"loss": 2.5, "bleu": 12.0}),
+          (3, {"loss": 2.0, "bleu": 11.0}), (4, {"loss": 1.9, "bleu": 9.0})]
+
+
+@pytest.mark.parametrize("metric, kept, best", [("bleu", [True, True, True, False], [2, 3]),
+                                                ("loss", [True, True, True, True], [4, 3])])
+def test_best_checkpoints_by_validation_bleu_or_loss_and_their_average(tmp_path, metric, kept, best):
+    model_dir = str(tmp_path / "m")
+    assert _checkpoints_with_distinct_weights(model_dir, metric, OFFERS) == kept
+    entries = checkpoints.read_best_index(model_dir)
+    assert [e["step"] for e in entries] == best
+    assert entries[0] == dict(OFFERS[best[0] - 1][1], step=best[0], path=f"ckpt-{best[0]}")
+    on_disk = {os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(model_dir, "best", "ckpt-*"))}
+    assert on_disk == {f"ckpt-{s}" for s in best}
+    out = str(tmp_path / "avg")
+    assert run_cli("average", f"--model_dir={model_dir}", f"--output_dir={out}",
+                   "--average_from=best", "--num_checkpoints=2") == 0
+    reader = tf.train.load_checkpoint(checkpoints.resolve(out))
+    key = [k for k in reader.get_variable_to_shape_map() if "encoder_layer_0.Sffn.Souter.Skernel" in k][0]
+    np.testing.assert_allclose(reader.get_tensor(key), sum(best) / 2)
+
+
+def test_a_step_validated_again_replaces_its_old_result(tmp_path):
+    model_dir = str(tmp_path / "m")
+    _checkpoints_with_distinct_weights(model_dir, "bleu", OFFERS[:2] + [(2, {"loss": 2.5, "bleu": 8.0})])
+    assert [(e["step"], e["bleu"]) for e in checkpoints.read_best_index(model_dir)] == [(1, 10.0), (2, 8.0)]
+
+
+def test_best_by_bleu_needs_validation_bleu(corpus, tmp_path, capsys):
+    assert run_cli("train", *tiny_train_flags(corpus, str(tmp_path / "m"), steps=4),
+                   "--best_metric=bleu", "--bleu_sentences=0") == 2
+    assert "--best_metric=bleu needs validation BLEU" in capsys.readouterr().err

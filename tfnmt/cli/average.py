@@ -1,4 +1,7 @@
-"""tfnmt average: average the weights of the last N (or N best) checkpoints into a new model dir."""
+"""tfnmt average: average the weights of the last N (or N best) checkpoints into a new model dir.
+
+The best are those training ranked by --best_metric (validation loss or BLEU), listed in
+MODEL_DIR/best/best.json."""
 
 import os
 import shutil
@@ -51,4 +54,8 @@ def run():
     path, averaged = average_checkpoints(FLAGS.model_dir, FLAGS.output_dir, FLAGS.num_checkpoints,
                                          FLAGS.average_from)
     logging.info("averaged %d checkpoints: %s", len(averaged), ", ".join(averaged))
+    if FLAGS.average_from == "best":
+        for entry in checkpoints.read_best_index(FLAGS.model_dir)[: len(averaged)]:
+            logging.info("  step %d: %s", entry["step"], "  ".join(
+                f"validation {k} {v:.4f}" for k, v in entry.items() if k not in ("step", "path")))
     print(path)

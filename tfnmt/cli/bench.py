@@ -5,6 +5,11 @@
                      vocabulary is written if the model directory has none
   --bench=translate  sentences/s at --decode_batch_size and batch-1 latency of a checkpoint or
                      an exported model (--saved_model) on the test split
+  --bench=decode     the same two numbers for several exports side by side
+                     (--saved_model=A,B,...; every signature of each, e.g. a non-autoregressive
+                     model's greedy serving_default and its beam), on the same test sentences,
+                     measured in turn batch by batch so that a busy machine slows all alike,
+                     with each one's speed-up over the first (the baseline)
 """
 
 import json
@@ -88,7 +93,70 @@ def bench_translate():
             "batch1_latency_ms_mean": round(float(np.mean(latencies)), 1)}
 
 
+def _export_translators(path):
+    """[(signature name, translator)] of one export: a SavedModel's signatures, serving_default
+    first, or a TFLite flatbuffer's one function."""
+    import os
+
+    from tfnmt.export import tflite
+    if os.path.isfile(os.path.join(path, tflite.MODEL_FILE)):
+        return [("tflite", tflite.TFLiteTranslator(path))]
+    first = common.SavedModelTranslator(path)
+    names = sorted(first.signatures(), key=lambda n: (n != "serving_default", n))
+    return [(name, first if name == "serving_default" else
+             common.SavedModelTranslator(path, name, module=first.module)) for name in names]
+
+
+def bench_decode():
+    paths = [p for p in FLAGS.saved_model.split(",") if p]
+    if not paths:
+        raise ConfigError("--bench=decode compares exports: --saved_model=DIR/NAME/VERSION[,...]")
+    entries = [(path, name, translator) for path in paths
+               for name, translator in _export_translators(path)]
+    spec = common.data_spec(entries[0][2].config)
+    sentences, _ = sources.references(spec, common.splits(spec)[2], FLAGS.bench_sentences)
+    sentences = [s for s in sentences if s.strip()]
+    if not sentences:
+        raise ConfigError("no test sentences to translate")
+    batch = FLAGS.decode_batch_size
+    order = sorted(sentences, key=len)
+    batches = [tf.constant(order[i:i + batch]) for i in range(0, len(order), batch)]
+    for _, _, translator in entries:  # first calls initialise the graphs
+        translator.translate(batches[0])
+        translator.translate(tf.constant(order[:1]))
+    batched = [0.0] * len(entries)
+    for inputs in batches:
+        for i, (_, _, translator) in enumerate(entries):
+            start = time.perf_counter()
+            translator.translate(inputs)
+            batched[i] += time.perf_counter() - start
+    latencies = [[] for _ in entries]
+    for sentence in sentences[: FLAGS.bench_latency_sentences]:
+        inputs = tf.constant([sentence])
+        for i, (_, _, translator) in enumerate(entries):
+            start = time.perf_counter()
+            translator.translate(inputs)
+            latencies[i].append(1000 * (time.perf_counter() - start))
+    rows = []
+    for (path, name, translator), seconds, latency in zip(entries, batched, latencies):
+        rows.append({"saved_model": path, "signature": name,
+                     "model": (translator.config or {}).get("model"),
+                     "beam_size": translator.beam_size,
+                     "sentences_per_second": round(len(sentences) / seconds, 2),
+                     "batch1_latency_ms_p50": round(float(np.percentile(latency, 50)), 2),
+                     "batch1_latency_ms_p90": round(float(np.percentile(latency, 90)), 2),
+                     "batch1_latency_ms_mean": round(float(np.mean(latency)), 2)})
+    base = rows[0]
+    for row in rows:
+        row["throughput_speedup"] = round(row["sentences_per_second"] / base["sentences_per_second"], 2)
+        row["latency_speedup"] = round(base["batch1_latency_ms_p50"] / row["batch1_latency_ms_p50"], 2)
+    return {"bench": "decode", "sentences": len(sentences), "batch_size": batch,
+            "latency_sentences": len(latencies[0]),
+            "baseline": f"{base['saved_model']}:{base['signature']}", "results": rows}
+
+
 def run():
-    result = bench_train() if FLAGS.bench == "train" else bench_translate()
+    benches = {"train": bench_train, "translate": bench_translate, "decode": bench_decode}
+    result = benches[FLAGS.bench]()
     print(json.dumps(result))
     return result

@@ -57,19 +57,28 @@ def load_translator():
 
 
 class SavedModelTranslator:
-    """An exported model behind the same `translate` interface as Translator."""
+    """An exported model behind the same `translate` interface as Translator, through one of its
+    signatures (`serving_default`, or e.g. `beam` of a non-autoregressive model)."""
 
-    def __init__(self, path):
+    def __init__(self, path, signature="serving_default", module=None):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
         if not os.path.isfile(os.path.join(path, "saved_model.pb")):
             raise ConfigError(f"no SavedModel in {path} (expected DIR/NAME/VERSION/saved_model.pb)")
         from tfnmt.export.saved_model import read_export_info
-        self.module = tf.saved_model.load(path)
-        self.signature = self.module.signatures["serving_default"]
+        self.module = module or tf.saved_model.load(path)
+        if signature not in self.module.signatures:
+            raise ConfigError(f"{path} has no signature {signature!r}; it has "
+                              f"{', '.join(sorted(self.module.signatures))}")
+        self.signature_name = signature
+        self.signature = self.module.signatures[signature]
         info = read_export_info(path)
         self.config = info.get("config") or None
-        self.beam_size = info.get("decoding", {}).get("beam_size")
+        self.beam_size = (info.get("signatures", {}).get(signature, {}).get("beam_size")
+                          or info.get("decoding", {}).get("beam_size"))
+
+    def signatures(self):
+        return sorted(self.module.signatures)
 
     def translate(self, text):
         return self.signature(text=text)
@@ -82,6 +91,6 @@ def translator_from_flags():
         if os.path.isfile(os.path.join(FLAGS.saved_model, tflite.MODEL_FILE)):
             translator = tflite.TFLiteTranslator(FLAGS.saved_model)
         else:
-            translator = SavedModelTranslator(FLAGS.saved_model)
+            translator = SavedModelTranslator(FLAGS.saved_model, FLAGS.signature)
         return translator.config, translator
     return load_translator()

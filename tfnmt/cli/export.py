@@ -20,5 +20,10 @@ def run():
         raise ConfigError("--quantize applies to --format=tflite only")
     else:
         path = saved_model.export(translator, FLAGS.export_dir, name, FLAGS.export_version, config)
-    logging.info("exported %s (beam %d, length penalty %s)", path, FLAGS.beam_size, FLAGS.length_penalty)
+    if translator.model.autoregressive or FLAGS.format == "tflite":
+        logging.info("exported %s (beam %d, length penalty %s)", path, FLAGS.beam_size,
+                     FLAGS.length_penalty)
+    else:
+        logging.info("exported %s (serving_default: greedy%s)", path,
+                     f"; beam: its beam search, width {FLAGS.beam_size}" if FLAGS.beam_size > 1 else "")
     print(path)

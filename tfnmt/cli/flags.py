@@ -48,7 +48,10 @@ flags.DEFINE_enum("precision", "float32", ["float32", "mixed_float16", "mixed_bf
                   "Keras dtype policy (mixed_float16 on GPUs).")
 flags.DEFINE_integer("save_every", 1000, "Save a checkpoint every N steps.")
 flags.DEFINE_integer("keep_checkpoints", 5, "Keep the last N checkpoints.")
-flags.DEFINE_integer("keep_best", 5, "Keep the N best checkpoints by validation loss.")
+flags.DEFINE_integer("keep_best", 5, "Keep the N best checkpoints by --best_metric.")
+flags.DEFINE_enum("best_metric", "loss", ["loss", "bleu"],
+                  "Validation metric that ranks the best checkpoints (best/, `average "
+                  "--average_from=best`, `--checkpoint=best`): loss, or BLEU on --bleu_sentences.")
 flags.DEFINE_integer("validate_every", 1000, "Validation loss and BLEU every N steps.")
 flags.DEFINE_integer("log_every", 100, "Log loss, lr and throughput every N steps.")
 flags.DEFINE_integer("bleu_sentences", 200, "Validation sentences translated for BLEU (0 = none).")
@@ -68,7 +71,10 @@ flags.DEFINE_integer("max_decode_length", 256, "Hard cap on generated tokens.")
 flags.DEFINE_integer("max_input_length", 1024, "Source subwords beyond this are cut, with a warning.")
 flags.DEFINE_integer("decode_batch_size", 32, "Sentences per decoding batch.")
 flags.DEFINE_string("checkpoint", "", "Checkpoint to use: '' (latest), 'best' or a path.")
-flags.DEFINE_string("saved_model", "", "Use this export (SavedModel or TFLite, DIR/NAME/VERSION) instead of a checkpoint.")
+flags.DEFINE_string("saved_model", "", "Use this export (SavedModel or TFLite, DIR/NAME/VERSION) "
+                    "instead of a checkpoint (`bench --bench=decode`: several, comma-separated).")
+flags.DEFINE_string("signature", "serving_default", "Signature of a --saved_model to translate "
+                    "with (a non-autoregressive model's export also has `beam`).")
 flags.DEFINE_string("input", "-", "File to translate ('-' = stdin).")
 flags.DEFINE_string("output", "-", "Where translations go ('-' = stdout).")
 flags.DEFINE_boolean("lowercase", False, "Case-insensitive BLEU (the default is cased).")
@@ -85,11 +91,14 @@ flags.DEFINE_string("export_dir", None, "Export base directory; the model goes t
 flags.DEFINE_string("export_name", "", "Served model name (default: the model's registry name).")
 flags.DEFINE_integer("export_version", 0, "Version directory (0 = one more than the newest there).")
 flags.DEFINE_integer("num_checkpoints", 5, "How many checkpoints `average` averages.")
-flags.DEFINE_enum("average_from", "last", ["last", "best"], "Average the last N or the N best.")
-flags.DEFINE_string("output_dir", None, "Model directory that `average` writes.")
+flags.DEFINE_enum("average_from", "last", ["last", "best"],
+                  "Average the last N or the N best (by the --best_metric training used).")
+flags.DEFINE_string("output_dir", None, "Model directory that `average` writes; text corpus "
+                    "directory that `distill` writes.")
 
 # --- bench ---------------------------------------------------------------------------------------
-flags.DEFINE_enum("bench", "translate", ["train", "translate"], "What `tfnmt bench` measures.")
+flags.DEFINE_enum("bench", "translate", ["train", "translate", "decode"],
+                  "What `tfnmt bench` measures (decode: several --saved_model=A,B,... side by side).")
 flags.DEFINE_integer("bench_steps", 30, "Timed training steps (after 5 warm-up steps).")
 flags.DEFINE_integer("bench_sentences", 256, "Test sentences translated for the speed benchmark.")
 flags.DEFINE_integer("bench_latency_sentences", 50, "Sentences translated one by one for latency.")

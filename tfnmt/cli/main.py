@@ -15,6 +15,7 @@ VERBS = {
     "translate": "translate a file or stdin",
     "export": "export a SavedModel for TF Serving",
     "average": "average the last or best checkpoints",
+    "distill": "translate the training data with a teacher into a new text corpus",
     "info": "list models, or count a model's parameters",
     "bench": "measure training and translation speed",
 }

@@ -50,23 +50,43 @@ class Translator(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def translate(self, text):
+        return self._translate(text, self.beam_size)
+
+    def export_signatures(self):
+        """{signature name: (concrete function, beam size)} for a SavedModel.
+
+        `serving_default` decodes with the translator's settings. A non-autoregressive model
+        decodes greedily there (its parallel, fast path) and adds `beam`, the model's own beam
+        search with `beam_size`, when that is above 1.
+        """
+        if self.model.autoregressive or self.beam_size == 1:
+            return {"serving_default": (self.translate.get_concrete_function(), self.beam_size)}
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def greedy(text):
+            return self._translate(text, 1)
+        return {"serving_default": (greedy.get_concrete_function(), 1),
+                "beam": (self.translate.get_concrete_function(), self.beam_size)}
+
+    def _translate(self, text, beam_size):
         source, lengths = self.tokenize(text)
-        ids, scores = self.translate_ids(source, lengths)
+        ids, scores = self.translate_ids(source, lengths, beam_size)
         ragged = tf.RaggedTensor.from_tensor(ids, padding=PAD_ID)
         translations = self.target_tokenizer.detokenize(ragged)
         empty = tf.equal(lengths, 0)
         return {"translations": tf.where(empty, "", translations),
                 "scores": tf.where(empty, 0.0, scores)}
 
-    def translate_ids(self, source, lengths):
+    def translate_ids(self, source, lengths, beam_size=None):
         """Padded source ids [B, S] (eos-terminated) and their lengths without eos [B] ->
-        (ids [B, T] padded with PAD_ID, scores [B]). Shared by the SavedModel and TFLite exports."""
+        (ids [B, T] padded with PAD_ID, scores [B]). Shared by the SavedModel and TFLite exports.
+        `beam_size` defaults to the translator's."""
+        beam_size = beam_size or self.beam_size
         memory = self.model.encode(source, training=False)
         if not self.model.autoregressive:
-            return self.model.predict_ids(memory, self.beam_size)
+            return self.model.predict_ids(memory, beam_size)
         limit = max_lengths(lengths, self.max_length_ratio, self.max_length_offset,
                             self.max_decode_length)
-        ids, scores = beam_search(self.model, memory, limit, self.beam_size,
+        ids, scores = beam_search(self.model, memory, limit, beam_size,
                                   self.length_penalty, self.penalty_mode)
         return ids[:, 0], scores[:, 0]
 

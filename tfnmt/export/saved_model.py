@@ -2,6 +2,9 @@
 
     serving_default(text: string [B]) -> {"translations": string [B], "scores": float32 [B]}
 
+A non-autoregressive model decodes greedily in `serving_default` and has a second signature,
+`beam`, with the same inputs and outputs (Translator.export_signatures).
+
 The graph may only hold ops that TF Serving's stock model server has: core TensorFlow and
 tensorflow-text. `disallowed_ops` is checked on every export.
 """
@@ -29,9 +32,11 @@ def export(translator, export_dir, name, version=0, config=None):
     settings baked into the signature (TF Serving ignores that folder's other files).
     """
     def write(staging):
-        signature = translator.translate.get_concrete_function()
-        tf.saved_model.save(translator, staging, signatures={"serving_default": signature})
-        info = {"config": config or {}, "decoding": translator.decoding_options()}
+        signatures = translator.export_signatures()
+        tf.saved_model.save(translator, staging,
+                            signatures={name: fn for name, (fn, _) in signatures.items()})
+        info = {"config": config or {}, "decoding": translator.decoding_options(),
+                "signatures": {name: {"beam_size": beam} for name, (_, beam) in signatures.items()}}
         os.makedirs(os.path.join(staging, "assets.extra"), exist_ok=True)
         with open(os.path.join(staging, EXPORT_INFO), "w") as f:
             json.dump(info, f, indent=2, sort_keys=True)

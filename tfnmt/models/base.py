@@ -12,6 +12,13 @@ architecture plugs in by subclassing `Seq2SeqModel` and registering itself:
 Beam search tiles `memory` once and reorders `state` with `tf.gather` on axis 0: everything in
 both must therefore have the batch as its first dimension. Auxiliary losses (e.g. a diversity
 term) are added with `self.add_loss` inside `call` and summed into the training loss.
+
+A non-autoregressive model sets `autoregressive = False`, implements
+`predict_ids(memory, beam_size) -> (ids [B, T], scores [B])` instead of `initial_state`/`step`,
+and its `decode` may return any nest that its own `translation_loss` takes (CTC: logits and
+their lengths). A loss can report per-batch counts (pairs it had to drop, say) with
+`self.count(name, value)`: the trainer sums them over each logging interval and writes them to
+TensorBoard as `train/NAME`.
 """
 
 import keras
@@ -36,6 +43,7 @@ class Seq2SeqModel(keras.Model):
         self.hparams = self.with_defaults(hparams)
         # Where training is in its data stream: (epoch, batch index). Checkpointed for resume.
         self.data_position = tf.Variable([0, -1], dtype=tf.int64, trainable=False, name="data_position")
+        self._step_counts = {}
 
     # --- the contract -------------------------------------------------------------------------
     def encode(self, source, training=False):
@@ -53,6 +61,13 @@ class Seq2SeqModel(keras.Model):
     def translation_loss(self, labels, logits):
         return label_smoothed_cross_entropy(labels, logits, self.label_smoothing)
 
+    def predict_ids(self, memory, beam_size):
+        raise NotImplementedError(f"{type(self).__name__} is autoregressive: use the beam search")
+
+    def count(self, name, value):
+        """Reports a count of this training batch (train_step's logs as `count/NAME`)."""
+        self._step_counts[name] = tf.cast(value, tf.float32)
+
     # --- Keras plumbing -----------------------------------------------------------------------
     def call(self, inputs, training=False):
         memory = self.encode(inputs["source"], training=training)
@@ -64,6 +79,7 @@ class Seq2SeqModel(keras.Model):
         self({"source": dummy, "target_in": dummy}, training=False)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        self._step_counts = {}
         loss, num_tokens = self.translation_loss(y, y_pred)
         self._last_num_tokens = num_tokens
         if self.losses:
@@ -78,6 +94,7 @@ class Seq2SeqModel(keras.Model):
             self.data_position.assign(position)
         logs = super().train_step((features, labels))
         logs["target_tokens"] = self._last_num_tokens
+        logs.update({f"count/{name}": value for name, value in self._step_counts.items()})
         return logs
 
     def test_step(self, data):

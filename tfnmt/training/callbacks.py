@@ -40,6 +40,7 @@ class TrainingSchedule(keras.callbacks.Callback):
         self.lr_controller = lr_controller
         self._tokens = 0.0
         self._losses = []
+        self._counts = {}
         self._clock = time.time()
         self.history = []
 
@@ -47,6 +48,10 @@ class TrainingSchedule(keras.callbacks.Callback):
         step = current_step(self.model)
         self._tokens += float(logs["target_tokens"])
         self._losses.append(float(logs["loss"]))
+        for key, value in logs.items():  # counts a model reports (Seq2SeqModel.count)
+            if key.startswith("count/"):
+                name = key.split("/", 1)[1]
+                self._counts[name] = self._counts.get(name, 0.0) + float(value)
         if not math.isfinite(self._losses[-1]):
             self.model.stop_training = True
             raise FloatingPointError(f"training loss is {self._losses[-1]} at step {step}")
@@ -54,14 +59,19 @@ class TrainingSchedule(keras.callbacks.Callback):
             elapsed = max(time.time() - self._clock, 1e-9)
             loss = float(np.mean(self._losses))
             lr = current_learning_rate(self.model.optimizer)
-            logging.info("step %d  loss %.4f  lr %.3g  %.0f target tokens/s", step, loss, lr,
-                         self._tokens / elapsed)
+            logging.info("step %d  loss %.4f  lr %.3g  %.0f target tokens/s%s", step, loss, lr,
+                         self._tokens / elapsed,
+                         "".join(f"  {name} {value:g}" for name, value in sorted(self._counts.items())))
             with self.writer.as_default(step=step):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", lr)
                 tf.summary.scalar("train/target_tokens_per_second", self._tokens / elapsed)
-            self.history.append({"step": step, "loss": loss, "tokens_per_second": self._tokens / elapsed})
+                for name, value in self._counts.items():
+                    tf.summary.scalar(f"train/{name}", value)
+            self.history.append(dict(self._counts, step=step, loss=loss,
+                                     tokens_per_second=self._tokens / elapsed))
             self._tokens, self._losses, self._clock = 0.0, [], time.time()
+            self._counts = dict.fromkeys(self._counts, 0.0)
         if self.validator is not None and (step % self.validate_every == 0 or step >= self.train_steps):
             self._validate(step)
         if step % self.save_every == 0 or step >= self.train_steps or self.model.stop_training:
@@ -79,8 +89,9 @@ class TrainingSchedule(keras.callbacks.Callback):
             for name, value in results.items():
                 tf.summary.scalar(f"validation/{name}", value)
         self.writer.flush()
-        if self.checkpoints.offer_best(step, results["loss"]):
-            logging.info("step %d is among the best by validation loss", step)
+        if self.checkpoints.offer_best(step, results):
+            logging.info("step %d is among the best by validation %s", step,
+                         self.checkpoints.best_metric)
         if self.lr_controller is not None and self.lr_controller.update(self.model.optimizer, results["loss"]):
             self.model.stop_training = True
         self.history.append(dict(results, step=step))

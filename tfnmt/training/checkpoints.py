@@ -1,4 +1,5 @@
-"""Checkpoints: the last K every N steps, the K best by validation loss, and robust restore.
+"""Checkpoints: the last K every N steps, the K best by a validation metric (loss or BLEU), and
+robust restore.
 
 TensorFlow writes a checkpoint's data and index files under temporary names and renames them,
 and the `checkpoint` state file is replaced atomically, so a run killed mid-save leaves the
@@ -47,14 +48,29 @@ def trackables(model, optimizer=None, **extra):
     return objects
 
 
+# Validation metrics that can rank the best checkpoints, and whether higher is better.
+BEST_METRICS = {"loss": False, "bleu": True}
+
+
+def _rank(entries, metric):
+    """Best first; entries written before `metric` was recorded rank last."""
+    higher = BEST_METRICS[metric]
+    worst = float("-inf") if higher else float("inf")
+    return sorted(entries, key=lambda e: (-e.get(metric, worst) if higher else e.get(metric, worst),
+                                          e["loss"]))
+
+
 class Checkpoints:
-    def __init__(self, model_dir, objects, keep_last=5, keep_best=5):
+    def __init__(self, model_dir, objects, keep_last=5, keep_best=5, best_metric="loss"):
         self.model_dir = model_dir
         self.checkpoint = tf.train.Checkpoint(**objects)
         self.last = tf.train.CheckpointManager(self.checkpoint, os.path.join(model_dir, LAST_DIR),
                                                max_to_keep=keep_last, checkpoint_name="ckpt")
         self.best_dir = os.path.join(model_dir, BEST_DIR)
         self.keep_best = keep_best
+        if best_metric not in BEST_METRICS:
+            raise ValueError(f"unknown best-checkpoint metric {best_metric!r}")
+        self.best_metric = best_metric
 
     def save(self, step):
         return self.last.save(checkpoint_number=step)
@@ -83,19 +99,22 @@ class Checkpoints:
             raise CheckpointError(f"no readable checkpoint in {self.last.directory}")
         return None
 
-    # --- best by validation loss ------------------------------------------------------------
+    # --- best by a validation metric --------------------------------------------------------
     def best_entries(self):
         return read_best_index(self.model_dir)
 
-    def offer_best(self, step, score):
-        """Keeps the checkpoint of `step` if its validation loss is among the K best."""
-        entries = self.best_entries()
-        if len(entries) >= self.keep_best and score >= max(e["loss"] for e in entries):
+    def offer_best(self, step, results):
+        """Keeps the checkpoint of `step` if its validation results ({"loss", maybe "bleu"}) are
+        among the K best by `best_metric`. best.json records every metric, best first."""
+        entry = {"step": int(step), **{k: float(v) for k, v in results.items()}}
+        # A resumed run may validate a step again: its new result replaces the old one.
+        others = [e for e in self.best_entries() if e["step"] != entry["step"]]
+        entries = _rank(others + [entry], self.best_metric)
+        if not any(e is entry for e in entries[: self.keep_best]):
             return False
         os.makedirs(self.best_dir, exist_ok=True)
         path = self.checkpoint.write(os.path.join(self.best_dir, f"ckpt-{step}"))
-        entries.append({"step": int(step), "loss": float(score), "path": os.path.basename(path)})
-        entries.sort(key=lambda e: e["loss"])
+        entry["path"] = os.path.basename(path)
         for dropped in entries[self.keep_best:]:
             for name in tf.io.gfile.glob(os.path.join(self.best_dir, dropped["path"] + ".*")):
                 tf.io.gfile.remove(name)

@@ -1,8 +1,9 @@
-"""Training objectives shared by the autoregressive models."""
+"""Training objectives: label-smoothed cross-entropy (autoregressive models) and CTC
+(non-autoregressive models)."""
 
 import tensorflow as tf
 
-from tfnmt.data.vocab import PAD_ID
+from tfnmt.data.vocab import PAD_ID, UNK_ID
 
 
 def label_smoothed_cross_entropy(labels, logits, smoothing=0.1):
@@ -20,3 +21,46 @@ def label_smoothed_cross_entropy(labels, logits, smoothing=0.1):
     weights = tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
     num_tokens = tf.reduce_sum(weights)
     return tf.reduce_sum(per_token * weights) / tf.maximum(num_tokens, 1.0), num_tokens
+
+
+def ctc_min_frames(labels):
+    """Frames a CTC alignment of each label sequence needs: its length plus one blank between
+    every two equal neighbours. labels: int [B, T], PAD_ID after the end."""
+    real = tf.not_equal(labels, PAD_ID)
+    repeats = tf.logical_and(real[:, 1:], tf.equal(labels[:, 1:], labels[:, :-1]))
+    return (tf.reduce_sum(tf.cast(real, tf.int32), axis=1)
+            + tf.reduce_sum(tf.cast(repeats, tf.int32), axis=1))
+
+
+def ctc_loss(labels, logits, logit_lengths, blank_id):
+    """Mean over target tokens of the CTC negative log-likelihood (Graves et al. 2006).
+
+    labels: int [B, T], PAD_ID after the end; logits: [B, L, C] with `blank_id` < C;
+    logit_lengths: int [B], the frames of each sentence.
+    Returns (loss, number of target tokens, number of dropped pairs). A pair whose labels need
+    more frames than it has (`ctc_min_frames`) has no alignment: its loss would be infinite. It
+    is left out of the loss and of the token count, and counted as dropped; its labels are
+    replaced by the one-label sequence <unk> (which one frame can hold) before the loss is
+    computed, so neither the loss nor its gradient ever sees an infinity. Empty label sequences
+    (which TensorFlow's CTC kernel refuses) are dropped the same way.
+    """
+    labels = tf.cast(labels, tf.int32)
+    logit_lengths = tf.cast(logit_lengths, tf.int32)
+    needed = ctc_min_frames(labels)
+    feasible = tf.logical_and(needed <= logit_lengths, needed > 0)
+    real = tf.not_equal(labels, PAD_ID)
+    kept = tf.logical_and(real, feasible[:, None])
+    placeholder = tf.logical_and(tf.logical_not(feasible)[:, None],
+                                 tf.equal(tf.range(tf.shape(labels)[1]), 0)[None])
+    labels = tf.where(placeholder, UNK_ID, labels)
+    indices = tf.where(tf.logical_or(kept, placeholder))
+    # Sparse labels select TensorFlow's CTCLoss kernel, about 7x faster on CPU than the dense
+    # (pure-op) implementation at Multi30k sizes.
+    sparse = tf.SparseTensor(indices, tf.gather_nd(labels, indices),
+                             tf.cast(tf.shape(labels), tf.int64))
+    per_sentence = tf.nn.ctc_loss(sparse, tf.cast(logits, tf.float32), None, logit_lengths,
+                                  logits_time_major=False, blank_index=blank_id)
+    per_sentence = tf.where(feasible, per_sentence, 0.0)
+    num_tokens = tf.reduce_sum(tf.cast(kept, tf.float32))
+    dropped = tf.reduce_sum(tf.cast(tf.logical_not(feasible), tf.float32))
+    return tf.reduce_sum(per_sentence) / tf.maximum(num_tokens, 1.0), num_tokens, dropped

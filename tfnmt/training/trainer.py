@@ -43,6 +43,7 @@ class TrainOptions:
     save_every: int = 1000
     keep_checkpoints: int = 5
     keep_best: int = 5
+    best_metric: str = "loss"
     validate_every: int = 1000
     log_every: int = 100
     bleu_sentences: int = 200
@@ -63,6 +64,10 @@ def check_options(o):
                           f"--max_source_length/--max_target_length; raise it")
     if o.precision not in ("float32", "mixed_float16", "mixed_bfloat16"):
         raise ConfigError(f"--precision must be float32, mixed_float16 or mixed_bfloat16, not {o.precision!r}")
+    if o.best_metric not in ("loss", "bleu"):
+        raise ConfigError(f"--best_metric must be loss or bleu, not {o.best_metric!r}")
+    if o.best_metric == "bleu" and o.bleu_sentences <= 0:
+        raise ConfigError("--best_metric=bleu needs validation BLEU: set --bleu_sentences > 0")
     if o.optimizer == "nag" and o.lr_floor >= o.learning_rate:
         raise ConfigError("--lr_floor must be below --learning_rate for --optimizer=nag")
 
@@ -92,7 +97,7 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
                      if options.optimizer == "nag" else None)
     extra = {"previous_validation_loss": lr_controller.previous} if lr_controller else {}
     checkpoints = Checkpoints(model_dir, trackables(model, model.optimizer, **extra),
-                              options.keep_checkpoints, options.keep_best)
+                              options.keep_checkpoints, options.keep_best, options.best_metric)
     restored = checkpoints.restore_latest()
     step = callbacks.current_step(model)
     epoch, index = (int(v) for v in model.data_position.numpy())

@@ -1,0 +1,275 @@
+import itertools
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import events, multi30k_lines, overfit_multi30k, run_cli, tiny_train_flags
+from tfnmt.decoding import ctc
+from tfnmt.errors import ConfigError
+from tfnmt.layers.attention import causal_bias, padding_bias
+from tfnmt.layers.state_splitter import StateSplitter
+from tfnmt.layers.transformer_layers import TransformerDecoderLayer
+from tfnmt.models import registry
+from tfnmt.training.losses import ctc_loss, ctc_min_frames
+
+SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
+TINY = dict(encoder_layers=2, decoder_layers=2, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0)
+
+
+def make(variant="encoder_decoder_pos", **overrides):
+    settings = dict(TINY, ctc_variant=variant, **overrides)
+    if variant == "deep_encoder":
+        settings["decoder_layers"] = 0
+    model = registry.get("ctc_nat")(50, 60, **settings)
+    model.build_with_dummy_batch()
+    return model
+
+
+def test_state_splitter_is_equation_1_and_repeats_the_mask():
+    k, d = 3, 4
+    splitter = StateSplitter(k)
+    states = tf.random.stateless_normal([2, 5, d], seed=[1, 2])
+    mask = tf.constant([[True] * 5, [True, True, False, False, False]])
+    split, split_mask = splitter(states, mask)
+    assert split.shape == (2, k * 5, d) and split_mask.shape == (2, k * 5)
+    projected = states.numpy() @ splitter.projection.kernel.numpy() + splitter.projection.bias.numpy()
+    for c, b in itertools.product(range(5), range(k)):  # s_{ck+b} = (W h_c + b)[bd:(b+1)d]
+        np.testing.assert_allclose(split[:, c * k + b].numpy(), projected[:, c, b * d:(b + 1) * d],
+                                   rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(split_mask[1].numpy(), [True] * 6 + [False] * 9)
+    wide, _ = StateSplitter(2, width=7)(states, mask)
+    assert wide.shape == (2, 10, 7)
+    clone = StateSplitter.from_config(splitter.get_config())
+    assert clone.split_factor == k
+
+
+@pytest.mark.parametrize("variant", ["deep_encoder", "encoder_decoder", "encoder_decoder_pos"])
+def test_every_variant_labels_k_times_the_source_length_over_vocabulary_plus_blank(variant):
+    model = make(variant, split_factor=3)
+    outputs = model({"source": SOURCE, "target_in": tf.constant([[2, 10]] * 2)})
+    assert outputs["logits"].shape == (2, 15, 61) and model.blank_id == 60
+    np.testing.assert_array_equal(outputs["lengths"].numpy(), [12, 9])
+    # Padding the source changes no real label.
+    longer = model({"source": tf.pad(SOURCE, [[0, 0], [0, 3]]), "target_in": tf.constant([[2]] * 2)})
+    np.testing.assert_allclose(longer["logits"][1, :9].numpy(), outputs["logits"][1, :9].numpy(), atol=1e-5)
+    paths = [v.path for v in model.weights]
+    assert len(set(paths)) == len(paths) and all(p.startswith("ctc_nat/") for p in paths)
+    assert any("decoder_layer" in p for p in paths) == (variant != "deep_encoder")
+
+
+def test_non_causal_decoder_sees_future_positions_and_the_autoregressive_one_does_not():
+    x = tf.random.stateless_normal([1, 6, 16], seed=[3, 4])
+    changed = tf.concat([x[:, :5], x[:, 5:] + 1.0], axis=1)
+    memory = tf.random.stateless_normal([1, 4, 16], seed=[5, 6])
+    memory_bias = padding_bias(tf.ones([1, 4], tf.bool))
+    layer = TransformerDecoderLayer(num_heads=2, ffn_dim=32, dropout=0.0)
+    causal = [layer(v, memory, causal_bias(6), memory_bias).numpy() for v in (x, changed)]
+    np.testing.assert_allclose(causal[0][:, :5], causal[1][:, :5], atol=1e-6)
+    # The CTC decoder: the same layers with only the padding mask on self-attention.
+    model = make("encoder_decoder")
+    memory = model.encode(tf.constant([[5, 6, 3]]))
+    mask = tf.ones([1, 6], tf.bool)
+    a, b = (model.label(v, mask, memory).numpy() for v in (x, changed))
+    assert np.abs(a[0, 0] - b[0, 0]).max() > 1e-4  # position 0 sees position 5
+    # Without a decoder the labeller is position-wise.
+    model = make("deep_encoder")
+    memory = model.encode(tf.constant([[5, 6, 3]]))
+    a, b = (model.label(v, mask, memory).numpy() for v in (x, changed))
+    np.testing.assert_allclose(a[:, :5], b[:, :5], atol=1e-6)
+
+
+def test_positional_variant_tells_identical_split_states_apart():
+    states = tf.tile(tf.random.stateless_normal([1, 1, 16], seed=[7, 8]), [1, 6, 1])
+    mask = tf.ones([1, 6], tf.bool)
+    for variant, distinct in (("encoder_decoder", False), ("encoder_decoder_pos", True)):
+        model = make(variant)
+        logits = model.label(states, mask, model.encode(tf.constant([[5, 6, 3]]))).numpy()[0]
+        assert (np.abs(logits - logits[0]).max() > 1e-4) == distinct, variant
+
+
+def test_greedy_decoding_merges_repeats_and_drops_blanks_on_hand_made_logits():
+    blank = 6
+    frames = [[4, 4, blank, 4, 5, 5, blank, 1], [5, blank, blank, 5, 4, 4, 4, 4]]
+    lengths = tf.constant([8, 3])  # row 2: its frames after the third are padding
+    log_probs = tf.nn.log_softmax(tf.one_hot(frames, 7) * 5.0 + tf.random.stateless_uniform(
+        [2, 8, 7], seed=[1, 1]))
+    ids, scores = ctc.greedy(log_probs, lengths, blank)
+    np.testing.assert_array_equal(ids.numpy(), [[4, 4, 5, 1], [5, 0, 0, 0]])
+    best = np.max(log_probs.numpy(), axis=-1)
+    np.testing.assert_allclose(scores.numpy(), [best[0].sum(), best[1, :3].sum()], rtol=1e-6)
+
+
+def test_greedy_decoding_equals_tensorflows_greedy_decoder_on_random_logits():
+    log_probs = tf.nn.log_softmax(3.0 * tf.random.stateless_normal([16, 30, 5], seed=[2, 3]))
+    lengths = tf.random.stateless_uniform([16], seed=[4, 5], minval=1, maxval=31, dtype=tf.int32)
+    ids, scores = ctc.greedy(log_probs, lengths, blank_id=4)
+    (reference,), negative = tf.nn.ctc_greedy_decoder(tf.transpose(log_probs, [1, 0, 2]), lengths,
+                                                      blank_index=4)
+    np.testing.assert_array_equal(ids.numpy(), tf.sparse.to_dense(reference).numpy())
+    np.testing.assert_allclose(scores.numpy(), -negative[:, 0].numpy(), rtol=1e-5)
+
+
+def test_beam_search_sums_alignments_where_greedy_takes_the_best_path():
+    # Two frames, p(a) = 0.4 and p(blank) = 0.6 each: the best path is blank blank (0.36), but
+    # "a" has the alignments aa, a-, -a (0.16 + 0.24 + 0.24 = 0.64).
+    probs = np.full([1, 2, 6], 1e-9, np.float32)
+    probs[..., 4], probs[..., 5] = 0.4, 0.6
+    log_probs = tf.constant(np.log(probs))
+    ids, score = ctc.greedy(log_probs, tf.constant([2]), blank_id=5)
+    assert ids.shape == (1, 0) and score.numpy()[0] == pytest.approx(np.log(0.36), rel=1e-4)
+    ids, score = ctc.beam(log_probs, tf.constant([2]), beam_size=3, blank_id=5)
+    np.testing.assert_array_equal(ids.numpy(), [[4]])
+    assert score.numpy()[0] == pytest.approx(np.log(0.64), rel=1e-3)
+
+
+def brute_force_nll(log_probs, labels, blank):
+    """-log of the summed probability of every frame labelling that collapses to `labels`."""
+    frames, classes = log_probs.shape
+    total = 0.0
+    for path in itertools.product(range(classes), repeat=frames):
+        collapsed = [c for i, c in enumerate(path) if c != blank and (i == 0 or c != path[i - 1])]
+        if collapsed == list(labels):
+            total += np.exp(sum(log_probs[t, c] for t, c in enumerate(path)))
+    return -np.log(total)
+
+
+def test_ctc_loss_is_the_sum_over_alignments_and_impossible_pairs_are_masked_and_counted():
+    blank = 3
+    log_probs = tf.nn.log_softmax(tf.random.stateless_normal([4, 4, 4], seed=[6, 7]))
+    labels = tf.constant([[1, 2, 0], [2, 2, 0], [1, 2, 1], [2, 2, 2]])
+    lengths = tf.constant([4, 4, 3, 4])  # row 3 needs 3 frames, row 4 needs 5: no alignment
+    np.testing.assert_array_equal(ctc_min_frames(labels).numpy(), [2, 3, 3, 5])
+    logits = tf.Variable(log_probs)
+    with tf.GradientTape() as tape:
+        loss, tokens, dropped = ctc_loss(labels, logits, lengths, blank)
+    gradient = tape.gradient(loss, logits).numpy()
+    expected = [brute_force_nll(log_probs.numpy()[i, :lengths[i]],
+                                labels.numpy()[i][labels.numpy()[i] > 0], blank) for i in range(3)]
+    assert tokens.numpy() == 7 and dropped.numpy() == 1
+    assert loss.numpy() == pytest.approx(sum(expected) / 7, rel=1e-5)
+    assert np.all(np.isfinite(gradient)) and not gradient[3].any() and gradient[:3].any()
+    # Nothing fits: zero loss, zero gradient, every pair counted.
+    with tf.GradientTape() as tape:
+        loss, tokens, dropped = ctc_loss(labels, logits, tf.constant([1, 1, 1, 1]), blank)
+    assert loss.numpy() == 0 and tokens.numpy() == 0 and dropped.numpy() == 4
+    assert not tape.gradient(loss, logits).numpy().any()
+
+
+def test_model_loss_drops_the_eos_and_counts_impossible_pairs():
+    model = make(split_factor=1)
+    outputs = model({"source": SOURCE, "target_in": tf.constant([[2]] * 2)})
+    # Row 1 has 4 frames for 3 labels (eos is not one); row 2 has 3 frames for 4 labels.
+    labels = tf.constant([[10, 11, 12, 3, 0], [10, 11, 12, 13, 3]])
+    loss, tokens = model.translation_loss(labels, outputs)
+    assert tokens.numpy() == 3 and np.isfinite(loss.numpy())
+    assert model._step_counts["dropped_pairs"].numpy() == 1
+
+
+def test_training_logs_the_dropped_pairs_and_never_sees_an_infinite_loss(corpus, tmp_path):
+    # k = 1 on reversed word-for-word pairs: a target with equal neighbours cannot be aligned.
+    model_dir = str(tmp_path / "m")
+    flags = [f for f in tiny_train_flags(corpus, model_dir, steps=20) if not f.startswith("--model=")]
+    assert run_cli("train", *flags, "--model=ctc_nat", "--ctc_variant=encoder_decoder",
+                   "--split_factor=1", "--bleu_sentences=0") == 0
+    dropped = events(model_dir, "train/dropped_pairs")
+    assert [s for s, _ in dropped] == [10, 20] and sum(v for _, v in dropped) > 0
+    assert all(np.isfinite(v) for _, v in events(model_dir, "train/loss"))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(ctc_variant="decoder_only"), "--ctc_variant='decoder_only'"),
+    (dict(ctc_variant="deep_encoder"), "set --decoder_layers=0"),
+    (dict(ctc_variant="encoder_decoder", decoder_layers=0), "needs --decoder_layers >= 1"),
+    (dict(split_factor=0), "--split_factor must be at least 1"),
+])
+def test_bad_settings_are_config_errors(bad, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        registry.get("ctc_nat")(50, 60, **bad)
+
+
+# --- trained on a Multi30k slice: export, TFLite, decode benchmark --------------------------------
+CTC_SMALL = ["--model=ctc_nat", "--encoder_layers=2", "--decoder_layers=2", "--d_model=64",
+             "--ffn_dim=128", "--num_heads=4", "--pre_norm"]
+
+
+@pytest.fixture(scope="module")
+def ctc_model(multi30k_dir, tmp_path_factory):
+    model_dir = str(tmp_path_factory.mktemp("ctc"))
+    losses = overfit_multi30k(model_dir, multi30k_dir, *CTC_SMALL, steps=600)
+    export_dir = str(tmp_path_factory.mktemp("ctc_export"))
+    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+                   "--beam_size=3") == 0
+    return model_dir, losses, os.path.join(export_dir, "ctc_nat", "1")
+
+
+def test_tiny_ctc_model_overfits_multi30k_and_its_saved_model_matches_in_process(
+        ctc_model, multi30k_dir, tmp_path, capsys):
+    model_dir, losses, export = ctc_model
+    assert losses[-1] < 2.0 and losses[-1] < 0.4 * losses[0], losses  # 5.7 -> 1.3 was seen
+    with open(os.path.join(export, "assets.extra", "tfnmt_export.json")) as f:
+        assert json.load(f)["signatures"] == {"serving_default": {"beam_size": 1},
+                                              "beam": {"beam_size": 3}}
+    sources = tmp_path / "in.txt"
+    sources.write_text("\n".join(multi30k_lines(multi30k_dir, "en", 12)) + "\n\n", encoding="utf-8")
+    capsys.readouterr()
+    outputs = {}
+    for name, flags in {"greedy": [f"--model_dir={model_dir}", "--beam_size=1"],
+                        "beam": [f"--model_dir={model_dir}", "--beam_size=3"],
+                        "served greedy": [f"--saved_model={export}"],
+                        "served beam": [f"--saved_model={export}", "--signature=beam"]}.items():
+        assert run_cli("translate", f"--input={sources}", *flags) == 0
+        outputs[name] = capsys.readouterr().out
+    assert outputs["greedy"] == outputs["served greedy"]
+    assert outputs["beam"] == outputs["served beam"]
+    lines = outputs["greedy"].split("\n")
+    assert len(lines) == 14 and lines[12] == "" and all(lines[:12])
+    from tfnmt.evaluation import bleu
+    assert bleu.score(lines[:12], multi30k_lines(multi30k_dir, "de", 12))["bleu"] > 30
+    assert run_cli("translate", f"--saved_model={export}", "--signature=nbest") == 2
+    assert "has no signature 'nbest'; it has beam, serving_default" in capsys.readouterr().err
+
+
+def test_greedy_ctc_converts_to_tflite_and_beam_is_refused_clearly(ctc_model, multi30k_dir,
+                                                                    tmp_path, capsys):
+    from tfnmt.cli.common import SavedModelTranslator
+    from tfnmt.export import tflite
+    model_dir, _, export = ctc_model
+    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path}",
+                   "--format=tflite", "--beam_size=1") == 0
+    lite = tflite.TFLiteTranslator(str(tmp_path / "ctc_nat" / "1"))
+    sources = tf.constant(multi30k_lines(multi30k_dir, "en", 10, start=100) + [""])
+    assert (lite.translate(sources)["translations"].numpy().tolist()
+            == SavedModelTranslator(export).translate(sources)["translations"].numpy().tolist())
+    capsys.readouterr()
+    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path}",
+                   "--format=tflite", "--beam_size=3") == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "tfnmt export: error: model 'ctc_nat' cannot be converted to TFLite: ops with no TFLite "
+        "builtin: tf.CTCBeamSearchDecoder")
+
+
+def test_decode_bench_compares_every_signature_of_several_exports(ctc_model, trained_model,
+                                                                  multi30k_dir, tmp_path, capsys):
+    _, _, ctc_export = ctc_model
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
+                   "--beam_size=2", "--export_name=ar") == 0
+    ar_export = str(tmp_path / "ar" / "1")
+    capsys.readouterr()
+    assert run_cli("bench", "--bench=decode", f"--saved_model={ar_export},{ctc_export}",
+                   "--bench_sentences=40", "--bench_latency_sentences=5", "--decode_batch_size=16",
+                   f"--data=text:{multi30k_dir}", "--test_split=test_2016_flickr") == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["bench"] == "decode" and result["sentences"] == 40
+    assert result["baseline"] == f"{ar_export}:serving_default"
+    rows = [(r["saved_model"], r["signature"], r["model"], r["beam_size"]) for r in result["results"]]
+    assert rows == [(ar_export, "serving_default", "transformer", 2),
+                    (ctc_export, "serving_default", "ctc_nat", 1), (ctc_export, "beam", "ctc_nat", 3)]
+    first = result["results"][0]
+    assert first["throughput_speedup"] == 1.0 and first["latency_speedup"] == 1.0
+    for row in result["results"]:
+        assert row["sentences_per_second"] > 0 and row["batch1_latency_ms_p50"] > 0
+        assert row["throughput_speedup"] == pytest.approx(
+            row["sentences_per_second"] / first["sentences_per_second"], abs=0.01)

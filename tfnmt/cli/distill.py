@@ -1,0 +1,117 @@
+"""tfnmt distill: sequence-level knowledge distillation (Kim and Rush 2016) as a text corpus.
+
+A trained teacher (--model_dir checkpoint or --saved_model export) translates the source side
+of the training split; its translations replace the references. The result is a `text:DIR`
+corpus that any model trains on with `--data=text:DIR`:
+
+    DIR/train.SRC, DIR/train.TGT   training sources and the teacher's translations
+    DIR/valid.*, DIR/test.*        the validation and test splits, references unchanged
+    DIR/distill.json               teacher, decoding settings, data source, counts
+
+Pairs whose translation is empty are left out (counted in distill.json). Translations are
+appended to DIR/train.TGT.partial every 1,000 sentences, so an interrupted run started again
+with the same flags continues where it stopped.
+"""
+
+import json
+import os
+
+from absl import logging
+
+from tfnmt.cli import common
+from tfnmt.cli.flags import FLAGS
+from tfnmt.data import sources
+from tfnmt.data.text_files import read_lines
+from tfnmt.decoding.translator import translate_sentences
+from tfnmt.errors import ConfigError, DataError
+
+CHUNK = 1000
+INFO_FILE = "distill.json"
+
+
+def _one_line(text):
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+def _write_lines(path, lines):
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("".join(_one_line(line) + "\n" for line in lines))
+        os.replace(tmp, path)
+    except OSError as e:
+        raise DataError(f"cannot write {path}: {e.strerror}") from None
+
+
+def _read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _translate_training_sources(translator, train_sources, out, target_lang, settings):
+    """The teacher's translations of `train_sources`, resuming a partial earlier run."""
+    partial = os.path.join(out, f"train.{target_lang}.partial")
+    state_path = partial + ".json"
+    done = []
+    if os.path.isfile(partial) and _read_json(state_path) == settings:
+        done = read_lines(partial)[0]
+        # Only whole chunks were flushed; a torn last line is translated again.
+        done = done[: len(done) // CHUNK * CHUNK] if len(done) < len(train_sources) else done
+        logging.info("resuming: %d of %d training sentences already translated", len(done),
+                     len(train_sources))
+    with open(state_path, "w") as f:
+        json.dump(settings, f)
+    with open(partial, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in done))
+        for start in range(len(done), len(train_sources), CHUNK):
+            chunk = translate_sentences(translator, train_sources[start:start + CHUNK],
+                                        FLAGS.decode_batch_size)
+            f.write("".join(_one_line(line) + "\n" for line in chunk))
+            f.flush()
+            done += chunk
+            logging.info("translated %d / %d training sentences", len(done), len(train_sources))
+    return done, (partial, state_path)
+
+
+def run():
+    common.require("output_dir")
+    config, translator = common.translator_from_flags()
+    spec = common.data_spec(config)
+    train_split, valid_split, test_split = common.splits(spec)
+    out = FLAGS.output_dir
+    if FLAGS.model_dir and os.path.abspath(out) == os.path.abspath(FLAGS.model_dir):
+        raise ConfigError("--output_dir must differ from the teacher's --model_dir")
+    os.makedirs(out, exist_ok=True)
+    src, tgt = spec.source_lang, spec.target_lang
+    train_sources, _ = sources.references(spec, train_split, FLAGS.train_limit)
+    if not train_sources:
+        raise DataError(f"{spec.source} has no {train_split} sentences to translate")
+    settings = {"teacher": FLAGS.saved_model or os.path.abspath(FLAGS.model_dir),
+                "checkpoint": "" if FLAGS.saved_model else FLAGS.checkpoint,
+                "signature": FLAGS.signature if FLAGS.saved_model else "",
+                "beam_size": translator.beam_size, "data": spec.source, "source_lang": src,
+                "target_lang": tgt, "train_split": train_split, "train_limit": FLAGS.train_limit,
+                "sentences": len(train_sources)}
+    translations, scratch = _translate_training_sources(translator, train_sources, out, tgt, settings)
+    pairs = [(s, t) for s, t in zip(train_sources, translations) if s.strip() and t.strip()]
+    _write_lines(os.path.join(out, f"train.{src}"), [s for s, _ in pairs])
+    _write_lines(os.path.join(out, f"train.{tgt}"), [t for _, t in pairs])
+    copied = {}
+    for split, name in ((valid_split, "valid"), (test_split, "test")):
+        if split:
+            split_sources, references = sources.references(spec, split)
+            _write_lines(os.path.join(out, f"{name}.{src}"), split_sources)
+            _write_lines(os.path.join(out, f"{name}.{tgt}"), references)
+            copied[name] = {"split": split, "pairs": len(references)}
+    info = dict(settings, train_pairs=len(pairs), empty_translations=len(train_sources) - len(pairs),
+                copied_splits=copied)
+    with open(os.path.join(out, INFO_FILE), "w") as f:
+        json.dump(info, f, indent=2, sort_keys=True)
+    for path in scratch:
+        os.remove(path)
+    logging.info("distilled %d training pairs (%d empty translations left out) into %s",
+                 len(pairs), len(train_sources) - len(pairs), out)
+    print(f"--data=text:{out}")
