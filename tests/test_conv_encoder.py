@@ -385,3 +385,15 @@ def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, mu
                    f"--input={sources}") == 2
     err = capsys.readouterr().err
     assert "longer than the source window of the model" in err and "Traceback" not in err
+
+
+def test_multi30k_configs_compare_the_encoders_at_a_similar_size(monkeypatch, capsys):
+    from conftest import REPO
+    monkeypatch.chdir(REPO)  # the flagfiles include their recipe by a path from the root
+    totals = {}
+    for name in ("gru-encdec", "small-filters", "ngram-1layer", "ngram", "ngram-gated",
+                 "ngram-widths"):
+        assert run_cli("info", f"--flagfile=configs/conv_encoder/multi30k/{name}.cfg") == 0
+        out = capsys.readouterr().out
+        totals[name] = int(out.split("total")[1].split()[0].replace(",", ""))
+    assert max(totals.values()) / min(totals.values()) < 1.03, totals
