@@ -13,6 +13,7 @@ from tfnmt.data.vocab import EOS_ID, PAD_ID, Vocab, train_sentencepiece
 from tfnmt.decoding import chunking
 from tfnmt.decoding.translator import Translator, translate_sentences
 from tfnmt.errors import ConfigError, DataError
+from tfnmt.export import tflite
 from tfnmt.layers.gated_pooling import GatedPooling
 from tfnmt.models import registry
 from tfnmt.models.base import Seq2SeqModel
@@ -371,6 +372,11 @@ def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, mu
     joined = np.concatenate([p[p != PAD_ID] for p in pieces])
     whole = translator.translate_ids(source, lengths)[0][0].numpy()
     assert whole[whole != PAD_ID].tolist() == joined.tolist()
+    # The TFLite flatbuffer chunks inside too (dense ops only) and gives the same text.
+    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+                   "--format=tflite", "--beam_size=3", "--export_name=lite") == 0
+    lite = tflite.TFLiteTranslator(str(export_dir / "lite" / "1"))
+    assert translate_sentences(lite, lines + [long], batch_size=4) == outputs[1]
     # --long_input=error refuses the long line with one line and exit status 2, in-process and
     # from an export made with it.
     capsys.readouterr()

@@ -64,7 +64,9 @@ def join(ids, scores, sentence, batch_size):
     first_chunk = tf.gather(tf.cumsum(chunks, exclusive=True), sentence)
     offset = before - tf.gather(before, first_chunk)  # output tokens of earlier chunks
     total = tf.math.unsorted_segment_sum(lengths, sentence, batch_size)
-    width = tf.reduce_max(tf.concat([total, [0]], axis=0))
+    # At least one column, so that all-empty outputs are still a readable tensor (LiteRT cannot
+    # read a zero-sized output).
+    width = tf.reduce_max(tf.concat([total, [1]], axis=0))
     position = tf.range(tf.shape(ids)[1])[None]
     valid = position < lengths[:, None]
     # Padding goes to an extra last column that is cut off, so every real token has its own cell.

@@ -183,7 +183,7 @@ class ConvEncoderSeq2Seq(_FixedEncodingSeq2Seq):
         rows = self.dropout(self.source_embedding(source), training=training) * keep
         rows = rows[:, :window]
         rows = tf.pad(rows, [[0, 0], [0, window - tf.shape(rows)[1]], [0, 0]])
-        rows = tf.ensure_shape(rows, [None, window, self.hparams["embed_dim"]])
+        rows = tf.reshape(rows, [-1, window, self.hparams["embed_dim"]])  # static for W_f
         return {"encoding": self.encoder(rows, training=training)}
 
 
