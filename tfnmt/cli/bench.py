@@ -27,6 +27,7 @@ from tfnmt.data.vocab import load_vocabs
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError
 from tfnmt.training.optimizers import make_optimizer
+from tfnmt.training.trainer import source_length_limit
 
 
 
@@ -54,7 +55,8 @@ def bench_train():
     stream = pipeline.training_stream(
         sources.pairs(spec, common.splits(spec)[0], FLAGS.train_limit), source_vocab, target_vocab,
         seed=FLAGS.seed, shuffle_buffer=FLAGS.shuffle_buffer,
-        max_source_length=FLAGS.max_source_length, max_target_length=FLAGS.max_target_length,
+        max_source_length=source_length_limit(model, FLAGS.max_source_length),
+        max_target_length=FLAGS.max_target_length,
         **batching)
     counter = _Tokens()
     warmup = 5

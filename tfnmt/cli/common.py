@@ -9,7 +9,7 @@ from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import sources
 from tfnmt.decoding.translator import Translator
-from tfnmt.errors import ConfigError
+from tfnmt.errors import ConfigError, DataError
 from tfnmt.training import checkpoints
 
 
@@ -40,7 +40,7 @@ def decode_options():
     return dict(beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
                 penalty_mode=FLAGS.length_penalty_mode, max_length_ratio=FLAGS.max_length_ratio,
                 max_length_offset=FLAGS.max_length_offset, max_decode_length=FLAGS.max_decode_length,
-                max_source_length=FLAGS.max_input_length)
+                max_source_length=FLAGS.max_input_length, long_input=FLAGS.long_input)
 
 
 def load_translator():
@@ -54,6 +54,30 @@ def load_translator():
     checkpoints.restore_model(model, path)
     logging.info("restored %s", path)
     return config, Translator(model, source_vocab, target_vocab, **decode_options())
+
+
+def check_long_inputs(translator, sentences, where):
+    """Sources longer than the model's source window (conv_encoder's k̄): logged as translated
+    in chunks, or, with --long_input=error, refused with the first one's line number. Only an
+    in-process translator has the tokenizer at hand; an export refuses them in-graph."""
+    window = getattr(getattr(translator, "model", None), "source_window", None)
+    if not window or not sentences:
+        return
+    import tensorflow as tf
+    lengths = translator.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
+    lengths = [min(int(n), translator.max_source_length) for n in lengths]
+    long = [number for number, n in enumerate(lengths, start=1) if n > window - 1]
+    if not long:
+        return
+    if translator.long_input == "error":
+        raise DataError(f"{where}:{long[0]}: {lengths[long[0] - 1]} subwords; the model reads at "
+                        f"most {window - 1} (--source_window={window} with eos) and "
+                        f"--long_input=error ({len(long)} such line(s)); --long_input=chunk "
+                        "translates them in pieces")
+    shown = ", ".join(str(n) for n in long[:10]) + (", ..." if len(long) > 10 else "")
+    logging.info("%s: %d of %d sources are longer than the source window of the model (%d "
+                 "subwords and eos) and are translated in chunks: line(s) %s", where, len(long),
+                 len(sentences), window - 1, shown)
 
 
 class SavedModelTranslator:

@@ -18,6 +18,7 @@ def run():
     spec = common.data_spec(config)
     split = common.splits(spec)[2]
     source_sentences, references = sources.references(spec, split, FLAGS.test_limit)
+    common.check_long_inputs(translator, source_sentences, f"{spec.source} {split}")
     start = time.time()
     hypotheses = translate_sentences(translator, source_sentences, FLAGS.decode_batch_size)
     elapsed = time.time() - start

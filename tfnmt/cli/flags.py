@@ -69,6 +69,9 @@ flags.DEFINE_float("max_length_ratio", 1.5, "Decode at most ratio x source lengt
 flags.DEFINE_integer("max_length_offset", 10, "See --max_length_ratio.")
 flags.DEFINE_integer("max_decode_length", 256, "Hard cap on generated tokens.")
 flags.DEFINE_integer("max_input_length", 1024, "Source subwords beyond this are cut, with a warning.")
+flags.DEFINE_enum("long_input", "chunk", ["chunk", "error"],
+                  "A source longer than the model's source window (conv_encoder's k̄): translate "
+                  "it in chunks and join them, or stop with an error. Other models read any length.")
 flags.DEFINE_integer("decode_batch_size", 32, "Sentences per decoding batch.")
 flags.DEFINE_string("checkpoint", "", "Checkpoint to use: '' (latest), 'best' or a path.")
 flags.DEFINE_string("saved_model", "", "Use this export (SavedModel or TFLite, DIR/NAME/VERSION) "

@@ -40,6 +40,7 @@ def run():
                 logging.warning("%s:%d: %d subwords; only the first %d are translated "
                                 "(--max_input_length)", FLAGS.input, number, length,
                                 FLAGS.max_input_length)
+    common.check_long_inputs(translator, lines, FLAGS.input)
     results = translate_sentences(translator, lines, FLAGS.decode_batch_size,
                               progress=FLAGS.input != "-")
     text = "".join(r + "\n" for r in results)

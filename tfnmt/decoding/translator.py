@@ -4,10 +4,16 @@ The same `Translator` serves `tfnmt translate` (from a checkpoint, in-process) a
 SavedModel, so the two give the same translations by construction.
 """
 
+import re
+
 import tensorflow as tf
 
 from tfnmt.data.vocab import EOS_ID, PAD_ID
+from tfnmt.decoding import chunking
 from tfnmt.decoding.beam_search import beam_search, max_lengths
+from tfnmt.errors import DataError
+
+LONG_INPUT_MODES = ("chunk", "error")
 
 
 class Translator(tf.Module):
@@ -17,11 +23,13 @@ class Translator(tf.Module):
     Empty (or whitespace-only) inputs translate to the empty string with score 0.
     Inputs longer than `max_source_length` subwords are truncated to it (the model never saw
     longer sentences); the CLI warns about them before calling.
+    A model with a `source_window` (models/base.py) gets longer inputs in chunks whose
+    translations are joined (`long_input="chunk"`), or refuses them (`"error"`).
     """
 
     def __init__(self, model, source_vocab, target_vocab, *, beam_size=4, length_penalty=0.6,
                  penalty_mode="gnmt", max_length_ratio=1.5, max_length_offset=10,
-                 max_decode_length=256, max_source_length=1024):
+                 max_decode_length=256, max_source_length=1024, long_input="chunk"):
         super().__init__(name="translator")
         self.model = model
         self.source_tokenizer = source_vocab.tokenizer()
@@ -33,13 +41,16 @@ class Translator(tf.Module):
         self.max_length_offset = max_length_offset
         self.max_decode_length = max_decode_length
         self.max_source_length = max_source_length
+        if long_input not in LONG_INPUT_MODES:
+            raise ValueError(f"long_input must be one of {LONG_INPUT_MODES}, not {long_input!r}")
+        self.long_input = long_input
 
     def decoding_options(self):
         return {"beam_size": self.beam_size, "length_penalty": self.length_penalty,
                 "penalty_mode": self.penalty_mode, "max_length_ratio": self.max_length_ratio,
                 "max_length_offset": self.max_length_offset,
                 "max_decode_length": self.max_decode_length,
-                "max_source_length": self.max_source_length}
+                "max_source_length": self.max_source_length, "long_input": self.long_input}
 
     def tokenize(self, text):
         """string [B] -> (int32 [B, S] padded source ids ending in eos, int32 [B] lengths)."""
@@ -81,6 +92,19 @@ class Translator(tf.Module):
         (ids [B, T] padded with PAD_ID, scores [B]). Shared by the SavedModel and TFLite exports.
         `beam_size` defaults to the translator's."""
         beam_size = beam_size or self.beam_size
+        window = self.model.source_window
+        if not window:
+            return self._translate_ids(source, lengths, beam_size)
+        if self.long_input == "error":
+            tf.debugging.assert_less_equal(
+                lengths, window - 1, message=f"a source is {chunking.TOO_LONG} ({window - 1} "
+                "subwords and eos) and --long_input=error; --long_input=chunk translates it in "
+                "pieces")
+        chunks, chunk_lengths, sentence = chunking.split(source, lengths, window)
+        ids, scores = self._translate_ids(chunks, chunk_lengths, beam_size)
+        return chunking.join(ids, scores, sentence, tf.shape(lengths)[0])
+
+    def _translate_ids(self, source, lengths, beam_size):
         memory = self.model.encode(source, training=False)
         if not self.model.autoregressive:
             return self.model.predict_ids(memory, beam_size)
@@ -107,7 +131,14 @@ def translate_sentences(translator, sentences, batch_size, progress=False):
         bar = tqdm(total=len(sentences), unit="sent", file=sys.stderr)
     for start in range(0, len(order), batch_size):
         index = order[start:start + batch_size]
-        out = translator.translate(tf.constant([sentences[i] for i in index]))["translations"]
+        try:
+            out = translator.translate(tf.constant([sentences[i] for i in index]))["translations"]
+        except tf.errors.InvalidArgumentError as error:
+            # --long_input=error: a user error, reported in one line rather than a traceback.
+            refused = re.search(r"\[([^\]]*%s[^\]]*)\]" % chunking.TOO_LONG, error.message)
+            if not refused:
+                raise
+            raise DataError(refused.group(1)) from None
         for i, text in zip(index, out.numpy()):
             results[i] = text.decode("utf-8")
         if bar is not None:

@@ -34,6 +34,10 @@ class Seq2SeqModel(keras.Model):
     registry_name = None
     # Non-autoregressive models (CTC) set this False and override `predict_ids`.
     autoregressive = True
+    # A model whose encoder reads at most this many source tokens (eos included) sets it; the
+    # translator then splits longer sources into chunks (or refuses them, --long_input=error)
+    # and the trainer drops longer training pairs. None = any length.
+    source_window = None
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(name=self.registry_name)

@@ -1,3 +1,3 @@
 """Imports every model family so that the registry knows them. Add new families here."""
 
-from tfnmt.models import convs2s, ctc_nat, deeplau, densenmt, transformer  # noqa: F401
+from tfnmt.models import conv_encoder, convs2s, ctc_nat, deeplau, densenmt, transformer  # noqa: F401

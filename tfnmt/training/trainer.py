@@ -72,6 +72,19 @@ def check_options(o):
         raise ConfigError("--lr_floor must be below --learning_rate for --optimizer=nag")
 
 
+def source_length_limit(model, max_source_length):
+    """--max_source_length, lowered to what a model with a source window can encode (its
+    window less eos): longer training pairs are dropped, as the convolutional-encoder report
+    does; translation splits long sources into chunks instead."""
+    window = model.source_window
+    if window and max_source_length > window - 1:
+        logging.info("model %s reads at most %d source subwords (its source window %d, with "
+                     "eos): training pairs with longer sources are dropped", model.registry_name,
+                     window - 1, window)
+        return window - 1
+    return max_source_length
+
+
 def train(model_dir, config, spec, splits, limits, options, decode_options):
     """Trains (or resumes) the model described by `config` in `model_dir`.
 
@@ -109,7 +122,7 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
         return []
 
     batching = dict(batch_tokens=options.batch_tokens, batch_size=options.batch_size,
-                    max_source_length=options.max_source_length,
+                    max_source_length=source_length_limit(model, options.max_source_length),
                     max_target_length=options.max_target_length)
     train_pairs = sources.pairs(spec, splits[0], limits[0])
     first = pipeline.training_epoch(train_pairs, source_vocab, target_vocab, epoch=0,
@@ -118,7 +131,7 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
     # An endless stream of empty epochs would hang fit(); fail instead.
     if not any(True for _ in first.take(1)):
         raise DataError(f"no training pair of {spec.source} {splits[0]} is within "
-                        f"--max_source_length={options.max_source_length} and "
+                        f"--max_source_length={batching['max_source_length']} and "
                         f"--max_target_length={options.max_target_length} subwords")
     stream = pipeline.training_stream(train_pairs, source_vocab, target_vocab,
                                       start_epoch=max(epoch, 0), skip_batches=index + 1,

@@ -1,0 +1,405 @@
+"""Convolutional sentence encoders into a GRU decoder, the GRU encoder-decoder baseline, and
+chunked translation of sources longer than the encoder's window."""
+
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import _WORDS, multi30k_lines, overfit_multi30k, run_cli
+from contract import assert_incremental_equals_teacher_forcing
+from tfnmt.data.vocab import EOS_ID, PAD_ID, Vocab, train_sentencepiece
+from tfnmt.decoding import chunking
+from tfnmt.decoding.translator import Translator, translate_sentences
+from tfnmt.errors import ConfigError, DataError
+from tfnmt.export import tflite
+from tfnmt.layers.gated_pooling import GatedPooling
+from tfnmt.models import registry
+from tfnmt.models.base import Seq2SeqModel
+from tfnmt.training.trainer import source_length_limit
+
+SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
+TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
+DECODER = dict(embed_dim=8, hidden_dim=12, maxout_dim=6, dropout=0.0)
+TINY = {
+    "small_filters": dict(conv_encoder="small_filters", conv_filters=3, encoding_dim=10, **DECODER),
+    "ngram_1layer": dict(conv_encoder="ngram_1layer", conv_filters=5, conv_input_dim=16,
+                         encoding_dim=10, **DECODER),
+    "ngram": dict(conv_encoder="ngram", conv_filters=5, conv_input_dim=16, encoding_dim=10, **DECODER),
+    "ngram_gated": dict(conv_encoder="ngram", conv_filters=5, conv_input_dim=16, encoding_dim=10,
+                        gated_pooling=True, **DECODER),
+    "small_filters_gated": dict(conv_encoder="small_filters", conv_filters=3, encoding_dim=10,
+                                gated_pooling=True, **DECODER),
+    "ngram_widths": dict(conv_encoder="ngram", conv_filters=5, conv_input_dim=16, encoding_dim=10,
+                         ngram_widths="2,3,5", **DECODER),
+}
+
+
+def conv_model(kind, **overrides):
+    model = registry.get("conv_encoder")(50, 60, **dict(TINY[kind], **overrides))
+    model.build_with_dummy_batch()
+    return model
+
+
+def gru_model():
+    model = registry.get("gru_encdec")(50, 60, **DECODER)
+    model.build_with_dummy_batch()
+    return model
+
+
+def random_weights(model, seed=0, scale=0.3):
+    rng = np.random.default_rng(seed)
+    for w in model.weights:
+        if w.trainable:
+            w.assign(rng.normal(0, scale, w.shape).astype(np.float32))
+
+
+# --- encoders ----------------------------------------------------------------------------------
+
+# The report's sizes at k̄ = 32: h_m per sentence, and the first convolution's kernel.
+REPORT_SHAPES = [
+    (dict(conv_encoder="small_filters"), (12, 4, 32), (3, 3, 1, 32)),  # 100x32 image, 3 pools
+    (dict(conv_encoder="ngram_1layer"), (16, 100), (2, 1000, 100)),
+    (dict(conv_encoder="ngram"), (4, 500), (2, 1000, 500)),
+    (dict(conv_encoder="ngram", gated_pooling=True), (4, 500), (2, 1000, 500)),
+    (dict(conv_encoder="ngram", ngram_widths="2,3"), (4, 1000), (2, 1000, 500)),
+]
+
+
+@pytest.mark.parametrize("flags,features,kernel", REPORT_SHAPES,
+                         ids=["small_filters", "ngram_1layer", "ngram", "gated", "widths"])
+def test_each_encoder_variant_at_the_reports_sizes(flags, features, kernel):
+    model = registry.get("conv_encoder")(40, 40, **flags)
+    model.build_with_dummy_batch()
+    assert model.source_window == 32
+    assert model.encoder.feature_shape() == features
+    assert tuple(model.encoder.convolutions[0][0].kernel.shape) == kernel
+    source = tf.constant([[5] * 31 + [3], [6, 7, 3] + [0] * 29, [8, 3] + [0] * 30])
+    encoding = model.encode(source)["encoding"]
+    assert encoding.shape == (3, 1000)
+    assert model.encoder.projection.kernel.shape == (int(np.prod(features)), 1000)
+    if flags["conv_encoder"] != "small_filters":  # 100-d embeddings up-projected to d = 1000
+        assert model.encoder.upprojection.kernel.shape == (100, 1000)
+    assert np.isfinite(encoding.numpy()).all()
+
+
+def test_gru_baseline_has_the_reports_sizes():
+    model = registry.get("gru_encdec")(40, 40)
+    model.build_with_dummy_batch()
+    assert model.source_window is None
+    assert model.encode(SOURCE)["encoding"].shape == (2, 1000)
+    assert model.encoder_gru.cell.kernel.shape == (100, 3000)
+
+
+ENCODERS = sorted(TINY) + ["gru_encdec"]
+
+
+def make(kind):
+    return gru_model() if kind == "gru_encdec" else conv_model(kind)
+
+
+@pytest.mark.parametrize("kind", ENCODERS)
+def test_the_encoding_does_not_change_when_padding_is_added(kind):
+    model = make(kind)
+    random_weights(model)  # gated pooling starts as average pooling; make it gate
+    alone = model.encode(tf.constant([[9, 10, 11, 3]]))["encoding"].numpy()
+    assert np.abs(alone).max() > 1e-3
+    for source in ([[9, 10, 11, 3, 0, 0, 0]],
+                   [[9, 10, 11, 3, 0, 0, 0], [5, 6, 7, 8, 9, 10, 3]],
+                   [[9, 10, 11, 3] + [0] * 36]):  # batch padding past the window of 32
+        padded = model.encode(tf.constant(source))["encoding"].numpy()
+        np.testing.assert_allclose(padded[0], alone[0], atol=1e-5)
+    other = model.encode(tf.constant([[9, 10, 12, 3]]))["encoding"].numpy()
+    assert np.abs(other - alone).max() > 1e-4
+
+
+@pytest.mark.parametrize("kind", sorted(TINY))
+def test_every_position_of_the_window_reaches_the_encoding(kind):
+    model = conv_model(kind)
+    random_weights(model, seed=1)
+    for conv in model.encoder.convolutions:  # no unit dead from the start
+        for layer in conv:
+            layer.bias.assign(tf.ones_like(layer.bias))
+    source = np.full([1, 32], 5, np.int32)
+    source[0, -1] = EOS_ID
+    base = model.encode(tf.constant(source))["encoding"].numpy()
+    for position in (0, 15, 30):
+        changed = source.copy()
+        changed[0, position] = 17
+        assert np.abs(model.encode(tf.constant(changed))["encoding"].numpy() - base).max() > 1e-5
+
+
+def test_a_source_longer_than_the_window_is_refused_not_cut():
+    model = conv_model("ngram")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="longer than --source_window=32"):
+        model.encode(tf.constant([[5] * 40 + [3]]))
+
+
+def test_gated_pooling_is_a_learned_weighting_of_each_window():
+    rng = np.random.default_rng(0)
+    layer = GatedPooling((2,))
+    x = rng.normal(size=(2, 7, 3)).astype(np.float32)
+    out = layer(tf.constant(x)).numpy()
+    windows = x[:, :6].reshape(2, 3, 2, 3)
+    np.testing.assert_allclose(out, windows.mean(axis=2), atol=1e-6)  # initial: average pooling
+    scale, bias = rng.normal(size=3), rng.normal(size=(2, 3))
+    layer.scale.assign(scale.astype(np.float32))
+    layer.position_bias.assign(bias.astype(np.float32))
+    scores = windows * scale + bias
+    weights = np.exp(scores) / np.exp(scores).sum(axis=2, keepdims=True)
+    np.testing.assert_allclose(layer(tf.constant(x)).numpy(), (weights * windows).sum(axis=2),
+                               atol=1e-5)
+    layer.scale.assign(np.full(3, 1e5, np.float32))  # a steep gate is max pooling
+    layer.position_bias.assign(np.zeros((2, 3), np.float32))
+    np.testing.assert_allclose(layer(tf.constant(x)).numpy(), windows.max(axis=2), atol=1e-3)
+    # 2-D windows (small filters): 2x2 blocks of [B, H, W, C].
+    layer2 = GatedPooling((2, 2))
+    image = rng.normal(size=(1, 5, 4, 2)).astype(np.float32)
+    blocks = image[:, :4].reshape(1, 2, 2, 2, 2, 2).transpose(0, 1, 3, 2, 4, 5).reshape(1, 2, 2, 4, 2)
+    np.testing.assert_allclose(layer2(tf.constant(image)).numpy(), blocks.mean(axis=3), atol=1e-6)
+    assert GatedPooling.from_config(layer2.get_config()).pool_size == (2, 2)
+
+
+@pytest.mark.parametrize("kind", ["ngram_gated", "small_filters_gated"])
+def test_gated_pooling_weights_are_learned(kind):
+    model = conv_model(kind)
+    target_out = tf.concat([TARGET_IN[:, 1:], tf.fill([2, 1], EOS_ID)], axis=1)
+    gates = [w for w in model.trainable_weights if "gated_pool" in w.path]
+    assert len(gates) == 2 * 3  # scale and position bias of each of the 3 layers
+    with tf.GradientTape() as tape:
+        logits = model({"source": SOURCE, "target_in": TARGET_IN}, training=True)
+        loss, _ = model.translation_loss(target_out, logits)
+    for weight, gradient in zip(gates, tape.gradient(loss, gates)):
+        assert gradient is not None and np.abs(gradient.numpy()).max() > 0, weight.path
+
+
+# --- decoder -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ENCODERS)
+def test_incremental_decoding_equals_teacher_forcing(kind):
+    model = make(kind)
+    state = assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN, atol=1e-5)
+    assert state["state"].shape == (2, 12)
+    paths = [v.path for v in model.weights]
+    assert len(set(paths)) == len(paths) and all(p.startswith(f"{model.name}/") for p in paths)
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def test_decoder_is_cho_et_al_with_c_at_every_step():
+    model = gru_model()
+    random_weights(model, seed=2)
+    memory = model.encode(SOURCE)
+    c = memory["encoding"].numpy()
+    d = model.decoder
+    s0 = np.tanh(c @ d.init.kernel.numpy() + d.init.bias.numpy())
+    np.testing.assert_allclose(model.initial_state(memory)["state"].numpy(), s0, atol=1e-5)
+    ids = tf.constant([10, 20])
+    y = model.target_embedding(ids).numpy()
+    x = np.concatenate([y, c], axis=1)  # [y_{t-1}; c]
+    W, U, b = d.cell.kernel.numpy(), d.cell.recurrent_kernel.numpy(), d.cell.bias.numpy()
+    Wz, Wr, Wh = np.split(W, 3, axis=1)
+    Uz, Ur, Uh = np.split(U, 3, axis=1)
+    bz, br, bh = np.split(b, 3)
+    z = sigmoid(x @ Wz + s0 @ Uz + bz)
+    r = sigmoid(x @ Wr + s0 @ Ur + br)
+    candidate = np.tanh(x @ Wh + (r * s0) @ Uh + bh)  # reset before the recurrent matrix
+    s1 = z * s0 + (1 - z) * candidate
+    pieces = np.concatenate([s1, y, c], axis=1) @ d.readout.kernel.numpy() + d.readout.bias.numpy()
+    o = pieces.reshape(2, 6, 2).max(axis=-1)  # maxout over pairs
+    logits = o @ model.output_bottleneck.kernel.numpy() @ model.output_projection.kernel.numpy() \
+        + model.output_projection.bias.numpy()
+    step_logits, state = model.step(ids, 0, model.initial_state(memory), memory)
+    np.testing.assert_allclose(state["state"].numpy(), s1, atol=1e-5)
+    np.testing.assert_allclose(step_logits.numpy(), logits, atol=1e-4)
+
+
+def test_bad_choices_are_config_errors():
+    conv = registry.get("conv_encoder")
+    with pytest.raises(ConfigError, match="--conv_encoder='resnet'"):
+        conv(50, 60, conv_encoder="resnet")
+    with pytest.raises(ConfigError, match="--ngram_widths='2,x'"):
+        conv(50, 60, ngram_widths="2,x")
+    with pytest.raises(ConfigError, match="--ngram_widths applies"):
+        conv(50, 60, conv_encoder="small_filters", ngram_widths="3")
+    with pytest.raises(ConfigError, match="--small_filter_size applies"):
+        conv(50, 60, conv_encoder="ngram", small_filter_size="5x5")
+    with pytest.raises(ConfigError, match="--small_filter_size='5'"):
+        conv(50, 60, conv_encoder="small_filters", small_filter_size="5")
+    with pytest.raises(ConfigError, match="ngram_1layer has one layer"):
+        conv(50, 60, conv_encoder="ngram_1layer", conv_layers=3)
+    with pytest.raises(ConfigError, match="halve the sentence matrix"):
+        conv(50, 60, conv_encoder="ngram", conv_layers=6)
+    with pytest.raises(ConfigError, match="--dropout"):
+        registry.get("gru_encdec")(50, 60, dropout=1.0)
+    with pytest.raises(ConfigError, match="no hyper-parameter source_window"):
+        registry.get("gru_encdec")(50, 60, source_window=32)
+
+
+def test_training_drops_sources_longer_than_the_window():
+    assert source_length_limit(conv_model("ngram"), 100) == 31
+    assert source_length_limit(conv_model("ngram", source_window=16), 10) == 10
+    assert source_length_limit(gru_model(), 100) == 100
+
+
+# --- long inputs ---------------------------------------------------------------------------------
+
+def test_chunks_are_balanced_eos_terminated_and_cover_the_source():
+    lengths = tf.constant([70, 5, 0, 31, 32])
+    source = np.zeros([5, 71], np.int32)
+    for row, n in enumerate(lengths.numpy()):
+        source[row, :n] = 100 * row + np.arange(4, 4 + n)
+        source[row, n] = EOS_ID
+    chunks, chunk_lengths, sentence = chunking.split(tf.constant(source), lengths, 32)
+    assert chunks.shape[1] == 32
+    assert chunk_lengths.numpy().tolist() == [24, 24, 22, 5, 0, 31, 16, 16]
+    assert sentence.numpy().tolist() == [0, 0, 0, 1, 2, 3, 4, 4]
+    for row, n in zip(chunks.numpy(), chunk_lengths.numpy()):
+        assert row[n] == EOS_ID and (row[n + 1:] == PAD_ID).all()
+    # Joining the chunks' tokens gives back every source exactly.
+    tokens = tf.where(tf.equal(chunks, EOS_ID), PAD_ID, chunks)
+    joined, scores = chunking.join(tokens, tf.ones([8]), sentence, 5)
+    for row, n in enumerate(lengths.numpy()):
+        assert joined[row].numpy()[:n].tolist() == source[row, :n].tolist()
+        assert (joined[row].numpy()[n:] == PAD_ID).all()
+    assert scores.numpy().tolist() == [3, 1, 1, 1, 2]
+
+
+class EchoModel(Seq2SeqModel):
+    """Translates a source into itself: proves that every chunk reaches the output, in order."""
+    source_window = 32
+
+    def encode(self, source, training=False):
+        tf.debugging.assert_less_equal(tf.shape(source)[1], self.source_window)
+        return {"source": source}
+
+    def initial_state(self, memory):
+        return {"position": tf.zeros([tf.shape(memory["source"])[0]], tf.int32)}
+
+    def step(self, ids, time, state, memory):
+        position = state["position"]
+        token = tf.gather(memory["source"], position, batch_dims=1)
+        logits = tf.one_hot(token, self.target_vocab_size, on_value=10.0, off_value=-10.0)
+        return logits, {"position": position + 1}
+
+
+@pytest.fixture(scope="module")
+def word_vocab(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("vocab") / "spm.model")
+    train_sentencepiece([" ".join(_WORDS)] * 20, path, 30, model_type="word")
+    return Vocab.from_file(path)
+
+
+def test_chunked_translation_of_a_70_token_source_covers_all_of_it(word_vocab):
+    rng = np.random.default_rng(0)
+    long = " ".join(rng.choice(_WORDS, 70))
+    sentences = [long, "the red cat", "", " ".join(rng.choice(_WORDS, 40))]
+    model = EchoModel(word_vocab.size, word_vocab.size)
+    translator = Translator(model, word_vocab, word_vocab, beam_size=2)
+    assert len(word_vocab.encode(long)) == 70
+    out = translator.translate(tf.constant(sentences))
+    assert [t.decode() for t in out["translations"].numpy()] == sentences
+    source, lengths = translator.tokenize(tf.constant(sentences[:2]))
+    chunks, _, sentence = chunking.split(source, lengths, 32)
+    assert sentence.numpy().tolist() == [0, 0, 0, 1]
+    assert translate_sentences(translator, sentences, batch_size=3) == sentences
+
+
+def test_long_input_error_refuses_instead_of_chunking(word_vocab):
+    model = EchoModel(word_vocab.size, word_vocab.size)
+    translator = Translator(model, word_vocab, word_vocab, beam_size=2, long_input="error")
+    assert translate_sentences(translator, ["the red cat"], 4) == ["the red cat"]
+    with pytest.raises(DataError, match="longer than the source window of the model"):
+        translate_sentences(translator, ["the red cat", " ".join(["dog"] * 40)], 4)
+
+
+# --- training, export --------------------------------------------------------------------------
+
+# Trained on the first 100 pairs (overriding overfit_multi30k's 200) to stay fast.
+TINY_FLAGS = {
+    "conv_encoder": ["--model=conv_encoder", "--conv_encoder=ngram", "--conv_layers=2",
+                     "--conv_filters=64", "--conv_input_dim=64", "--ngram_widths=2,3",
+                     "--gated_pooling=true", "--embed_dim=64", "--encoding_dim=128",
+                     "--hidden_dim=128", "--maxout_dim=96", "--train_limit=100"],
+    "gru_encdec": ["--model=gru_encdec", "--embed_dim=64", "--hidden_dim=256", "--maxout_dim=128",
+                   "--train_limit=100"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TINY_FLAGS))
+def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, multi30k_dir,
+                                                                      tmp_path, capsys, caplog):
+    model_dir = str(tmp_path / "m")
+    losses = overfit_multi30k(model_dir, multi30k_dir, *TINY_FLAGS[name], steps=300)
+    # nats per target token over steps 201-300; from 4.6 (0.97 and 1.06 were seen)
+    assert losses[-1] < 1.5 and losses[-1] < losses[0] / 3, losses
+    export_dir = tmp_path / "e"
+    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+                   "--beam_size=3") == 0
+    lines = multi30k_lines(multi30k_dir, "en", 12)
+    long = " ".join(multi30k_lines(multi30k_dir, "en", 6, start=20))  # about 90 subwords
+    sources = tmp_path / "in.txt"
+    sources.write_text("\n".join(lines + [long]) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    outputs = []
+    with caplog.at_level(logging.INFO):
+        for flag in (f"--model_dir={model_dir}", f"--saved_model={export_dir / name / '1'}"):
+            assert run_cli("translate", flag, f"--input={sources}", "--beam_size=3") == 0
+            outputs.append(capsys.readouterr().out.splitlines())
+    assert outputs[0] == outputs[1] and len(outputs[0]) == 13
+    if name != "conv_encoder":
+        return
+    reported = [r.getMessage() for r in caplog.records if "translated in chunks" in r.getMessage()]
+    assert len(reported) == 1 and reported[0].endswith(", 13"), reported
+    # The long line's translation is its chunks' translations joined, and every chunk adds words.
+    from tfnmt.cli.common import load_translator
+    from tfnmt.cli.flags import FLAGS
+    FLAGS.unparse_flags()
+    FLAGS(["tfnmt", f"--model_dir={model_dir}", "--beam_size=3"])
+    try:
+        _, translator = load_translator()
+    finally:
+        FLAGS.unparse_flags()
+    source, lengths = translator.tokenize(tf.constant([long]))
+    assert lengths.numpy()[0] > 62  # at least three chunks
+    chunks, chunk_lengths, _ = chunking.split(source, lengths, 32)
+    pieces = [translator._translate_ids(chunks[i:i + 1], chunk_lengths[i:i + 1])[0][0].numpy()
+              for i in range(chunks.shape[0])]
+    assert all((p != PAD_ID).sum() >= 3 for p in pieces)
+    joined = np.concatenate([p[p != PAD_ID] for p in pieces])
+    whole = translator.translate_ids(source, lengths)[0][0].numpy()
+    assert whole[whole != PAD_ID].tolist() == joined.tolist()
+    # The TFLite flatbuffer chunks inside too (dense ops only) and gives the same text.
+    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+                   "--format=tflite", "--beam_size=3", "--export_name=lite") == 0
+    lite = tflite.TFLiteTranslator(str(export_dir / "lite" / "1"))
+    assert translate_sentences(lite, lines + [long], batch_size=4) == outputs[1]
+    # --long_input=error refuses the long line with one line and exit status 2, in-process and
+    # from an export made with it.
+    capsys.readouterr()
+    assert run_cli("translate", f"--model_dir={model_dir}", f"--input={sources}",
+                   "--long_input=error") == 2
+    first_long = reported[0].split("line(s) ")[1].split(",")[0]
+    assert f"tfnmt translate: error: {sources}:{first_long}: " in capsys.readouterr().err
+    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+                   "--long_input=error", "--export_version=2") == 0
+    capsys.readouterr()
+    assert run_cli("translate", f"--saved_model={export_dir / name / '2'}",
+                   f"--input={sources}") == 2
+    err = capsys.readouterr().err
+    assert "longer than the source window of the model" in err and "Traceback" not in err
+
+
+def test_multi30k_configs_compare_the_encoders_at_a_similar_size(monkeypatch, capsys):
+    from conftest import REPO
+    monkeypatch.chdir(REPO)  # the flagfiles include their recipe by a path from the root
+    totals = {}
+    for name in ("gru-encdec", "small-filters", "ngram-1layer", "ngram", "ngram-gated",
+                 "ngram-widths"):
+        assert run_cli("info", f"--flagfile=configs/conv_encoder/multi30k/{name}.cfg") == 0
+        out = capsys.readouterr().out
+        totals[name] = int(out.split("total")[1].split()[0].replace(",", ""))
+    assert max(totals.values()) / min(totals.values()) < 1.03, totals
