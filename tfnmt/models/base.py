@@ -11,7 +11,9 @@ architecture plugs in by subclassing `Seq2SeqModel` and registering itself:
 
 Beam search tiles `memory` once and reorders `state` with `tf.gather` on axis 0: everything in
 both must therefore have the batch as its first dimension. Auxiliary losses (e.g. a diversity
-term) are added with `self.add_loss` inside `call` and summed into the training loss.
+term) are added with `self.add_loss` inside `call` and summed into the training loss; the
+terms worth watching are recorded with `self.report(name, value)` and logged as train/NAME
+(the translation loss alone is then reported as train/translation_loss).
 """
 
 import keras
@@ -36,6 +38,9 @@ class Seq2SeqModel(keras.Model):
         self.hparams = self.with_defaults(hparams)
         # Where training is in its data stream: (epoch, batch index). Checkpointed for resume.
         self.data_position = tf.Variable([0, -1], dtype=tf.int64, trainable=False, name="data_position")
+        # Scalars of the step being traced; a plain dict, hidden from Keras/TF tracking (it holds
+        # graph tensors that must not become part of the model's saved state).
+        object.__setattr__(self, "_reports", {})
 
     # --- the contract -------------------------------------------------------------------------
     def encode(self, source, training=False):
@@ -63,10 +68,16 @@ class Seq2SeqModel(keras.Model):
         dummy = tf.constant([[4, 3]], tf.int32)
         self({"source": dummy, "target_in": dummy}, training=False)
 
+    def report(self, name, value):
+        """Records a scalar of the training step being computed (e.g. an auxiliary loss term);
+        `train_step` returns it in its logs and the trainer logs its mean as train/NAME."""
+        self._reports[name] = tf.cast(value, tf.float32)
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         loss, num_tokens = self.translation_loss(y, y_pred)
         self._last_num_tokens = num_tokens
         if self.losses:
+            self.report("translation_loss", loss)
             loss += tf.add_n([tf.cast(l, tf.float32) for l in self.losses])
         return loss
 
@@ -76,8 +87,10 @@ class Seq2SeqModel(keras.Model):
         position = features.pop("position", None)
         if position is not None:
             self.data_position.assign(position)
+        self._reports.clear()
         logs = super().train_step((features, labels))
         logs["target_tokens"] = self._last_num_tokens
+        logs.update(self._reports)
         return logs
 
     def test_step(self, data):
