@@ -187,15 +187,20 @@ def test_with_every_option_off_it_is_the_plain_transformer(pre_norm):
 
 
 def test_multi_layer_attention_adds_one_attention_per_lower_layer():
-    model = make(multi_layer_attention=3, aggregation_ffn_dim=8)
-    assert [len(l.lower_attentions) for l in model.encoder_layers] == [0, 1, 2]
-    assert [len(l.lower_attentions) for l in model.decoder_layers] == [0, 1, 2, 2]
+    # Layer l attends to the layers below it, H^{l-1}..H^{l-k}, not to the embeddings H^0.
+    model = make(encoder_layers=5, multi_layer_attention=3, aggregation_ffn_dim=8)
+    assert [len(l.lower_attentions) for l in model.encoder_layers] == [0, 0, 1, 2, 2]
+    assert [len(l.lower_attentions) for l in model.decoder_layers] == [0, 0, 1, 2]
     assert model.decoder_layers[3].attention_aggregation.inner.kernel.shape == (3 * 16, 8)
     state = model.initial_state(model.encode(SOURCE))
-    assert sorted(k for k in state["layer_2"] if k.startswith("lower")) == [
+    assert sorted(k for k in state["layer_3"] if k.startswith("lower")) == [
         "lower_1_key", "lower_1_value", "lower_2_key", "lower_2_value"]
-    # The lower layers' inputs matter, and only through the self-attention keys/values.
-    layer = model.encoder_layers[2]
+    assert [k for k in state["layer_1"] if k.startswith("lower")] == []
+    # Layer 4 (index 3) reads H^3 as its input and attends to H^2 and H^1 too, nearest first.
+    assert model._lower(["H0", "H1", "H2", "H3"], 3) == ["H2", "H1"]
+    assert model._lower(["H0", "H1"], 1) == []
+    # The lower layers' inputs matter.
+    layer = model.encoder_layers[3]
     x, *lower = tf.unstack(tf.random.stateless_normal([3, B, T, 16], seed=[4, 5]))
     bias = tf.zeros([1, 1, 1, T])
     randomise(layer.attention_aggregation)
@@ -224,7 +229,7 @@ def test_pre_norm_deep_model_decodes_incrementally_is_causal_and_ignores_source_
     model = make(pre_norm=True, encoder_aggregation="hierarchical", decoder_aggregation="hierarchical",
                  multi_layer_attention=2)
     assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN, atol=1e-4)
-    assert model.encoder_layers[1].lower_norms  # the lower input is normalised like the own input
+    assert model.encoder_layers[2].lower_norms  # the lower input is normalised like the own input
     a = model({"source": SOURCE, "target_in": TARGET_IN}).numpy()
     changed = tf.tensor_scatter_nd_update(TARGET_IN, [[0, 3]], [40])
     b = model({"source": SOURCE, "target_in": changed}).numpy()

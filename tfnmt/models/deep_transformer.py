@@ -18,10 +18,12 @@ Readings where the paper is silent:
 - hierarchical aggregation with an odd number of layers: the top layer has no partner, so the
   last node merges it with the node below (AGG(H^L, N^{(L-1)/2})), e.g. 3 layers:
   N^1 = AGG(H^1, H^2), H^3 = Layer(N^1), output AGG(H^3, N^1);
-- multi-layer attention: layer l attends to the inputs of layers l, l-1, ..., l-k+1, i.e.
-  H^{l-1}, ..., H^{l-k} where H^0 is the embedded input; layers with fewer than k layers below
-  attend to what there is (layer 1 is plain). Where an aggregation strategy changes what a layer
-  receives (dense, hierarchical), "H^{l-i}" is what the stack fed into layer l-i+1;
+- multi-layer attention: layer l attends to H^{l-1}, ..., H^{l-k}, the outputs of the stack's
+  layers below it ("any layers lower than l"), not to the embeddings H^0 beyond what a plain
+  layer 1 reads: layer l attends to min(k, l-1) layers, so layers 1 and 2 are plain (this
+  reading gives k = 2 on Transformer-base the +33.6 M parameters that top the paper's range).
+  Where an aggregation strategy changes what a layer receives (dense, hierarchical), "H^{l-i}"
+  is what the stack fed into layer l-i+1;
 - diversity: over the backbone layers' outputs H^1..H^L (for dense, eq. 4's H^l) of both stacks,
   source positions masked by the source padding and target positions by the target's; the mean
   is over all adjacent pairs of both stacks; computed only in training;
@@ -81,8 +83,10 @@ class DeepTransformer(Transformer):
                                                     agg_dim, name="decoder_aggregation")
 
     def _lower_layers(self, index):
+        """How many layers below its input layer `index` (0-based) also attends to: the stack's
+        layers only, not the embeddings, so layers 0 and 1 are plain."""
         # Called while Transformer.__init__ builds the stacks: read the hyper-parameter.
-        return min(self.hparams["multi_layer_attention"] - 1, index)
+        return max(min(self.hparams["multi_layer_attention"] - 1, index - 1), 0)
 
     def _encoder_layer(self, index, layer_args):
         return MultiLayerEncoderLayer(name=f"encoder_layer_{index}", lower_layers=self._lower_layers(index),
