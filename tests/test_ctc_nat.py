@@ -165,7 +165,7 @@ def test_model_loss_drops_the_eos_and_counts_impossible_pairs():
     labels = tf.constant([[10, 11, 12, 3, 0], [10, 11, 12, 13, 3]])
     loss, tokens = model.translation_loss(labels, outputs)
     assert tokens.numpy() == 3 and np.isfinite(loss.numpy())
-    assert model._step_counts["dropped_pairs"].numpy() == 1
+    assert model._reports["total/dropped_pairs"].numpy() == 1
 
 
 def test_training_logs_the_dropped_pairs_and_never_sees_an_infinite_loss(corpus, tmp_path):

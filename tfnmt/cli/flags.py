@@ -58,6 +58,9 @@ flags.DEFINE_integer("bleu_sentences", 200, "Validation sentences translated for
 flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training step.")
 flags.DEFINE_boolean("deterministic", False, "Bit-reproducible training (TensorFlow op "
                      "determinism; slower). Without it only the data order is reproducible.")
+flags.DEFINE_string("init_from", "", "Warm start a new run from this model directory or "
+                    "checkpoint: weights with the same path and shape are loaded, the others are "
+                    "initialised (ignored when --model_dir already has a checkpoint).")
 flags.DEFINE_boolean("evaluate_at_end", True, "After training, score the test split with sacreBLEU.")
 
 # --- decoding -----------------------------------------------------------------------------------

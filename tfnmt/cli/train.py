@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import shutil
 
 from absl import logging
 
@@ -11,6 +12,7 @@ from tfnmt.cli.flags import FLAGS
 from tfnmt.data import vocab as vocab_lib
 from tfnmt.errors import DataError
 from tfnmt.models import registry
+from tfnmt.training import checkpoints
 from tfnmt.training.trainer import TrainOptions, train
 
 
@@ -34,13 +36,33 @@ def config_from_flags():
     try:
         source_vocab, target_vocab = vocab_lib.load_vocabs(FLAGS.model_dir)
     except DataError:
-        logging.info("no vocabulary in %s yet: training one", FLAGS.model_dir)
-        vocab.build_vocab(FLAGS.model_dir, spec, common.splits(spec)[0], FLAGS.train_limit)
+        if not copy_vocab_of_init_from():
+            logging.info("no vocabulary in %s yet: training one", FLAGS.model_dir)
+            vocab.build_vocab(FLAGS.model_dir, spec, common.splits(spec)[0], FLAGS.train_limit)
         source_vocab, target_vocab = vocab_lib.load_vocabs(FLAGS.model_dir)
     data = {"data": spec.source, "source_lang": spec.source_lang, "target_lang": spec.target_lang}
     config = model_dir_lib.new_config(model_name, hparams, source_vocab, target_vocab,
                                       FLAGS.label_smoothing, data)
     return config, spec
+
+
+def copy_vocab_of_init_from():
+    """A warm-started model must read the same subwords as the model it starts from: a new
+    model directory takes the vocabulary of --init_from's model directory when there is one."""
+    if not FLAGS.init_from:
+        return False
+    _, source_dir = checkpoints.resolve_init_from(FLAGS.init_from)
+    try:
+        paths = sorted(set(vocab_lib.vocab_paths(source_dir))) if source_dir else []
+    except DataError:
+        paths = []
+    if not paths:
+        return False
+    os.makedirs(FLAGS.model_dir, exist_ok=True)
+    for path in paths:
+        shutil.copyfile(path, os.path.join(FLAGS.model_dir, os.path.basename(path)))
+        logging.info("vocabulary of --init_from copied: %s", path)
+    return True
 
 
 def run():

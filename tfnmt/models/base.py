@@ -16,9 +16,12 @@ term) are added with `self.add_loss` inside `call` and summed into the training 
 A non-autoregressive model sets `autoregressive = False`, implements
 `predict_ids(memory, beam_size) -> (ids [B, T], scores [B])` instead of `initial_state`/`step`,
 and its `decode` may return any nest that its own `translation_loss` takes (CTC: logits and
-their lengths). A loss can report per-batch counts (pairs it had to drop, say) with
-`self.count(name, value)`: the trainer sums them over each logging interval and writes them to
-TensorBoard as `train/NAME`.
+their lengths).
+
+Scalars worth watching during training (an auxiliary loss term, pairs a loss had to drop) are
+recorded with `self.report(name, value)` while the step is computed and logged as train/NAME:
+their mean over each logging interval, or their sum with `total=True` (counts). With auxiliary
+losses the translation loss alone is reported as train/translation_loss.
 """
 
 import keras
@@ -27,6 +30,9 @@ import tensorflow as tf
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.errors import ConfigError
 from tfnmt.training.losses import label_smoothed_cross_entropy
+
+# Log keys of reported scalars that the trainer sums over a logging interval instead of averaging.
+TOTAL_PREFIX = "total/"
 
 
 class Seq2SeqModel(keras.Model):
@@ -47,7 +53,9 @@ class Seq2SeqModel(keras.Model):
         self.hparams = self.with_defaults(hparams)
         # Where training is in its data stream: (epoch, batch index). Checkpointed for resume.
         self.data_position = tf.Variable([0, -1], dtype=tf.int64, trainable=False, name="data_position")
-        self._step_counts = {}
+        # Scalars of the step being traced; a plain dict, hidden from Keras/TF tracking (it holds
+        # graph tensors that must not become part of the model's saved state).
+        object.__setattr__(self, "_reports", {})
 
     # --- the contract -------------------------------------------------------------------------
     def encode(self, source, training=False):
@@ -68,10 +76,6 @@ class Seq2SeqModel(keras.Model):
     def predict_ids(self, memory, beam_size):
         raise NotImplementedError(f"{type(self).__name__} is autoregressive: use the beam search")
 
-    def count(self, name, value):
-        """Reports a count of this training batch (train_step's logs as `count/NAME`)."""
-        self._step_counts[name] = tf.cast(value, tf.float32)
-
     # --- Keras plumbing -----------------------------------------------------------------------
     def call(self, inputs, training=False):
         memory = self.encode(inputs["source"], training=training)
@@ -82,11 +86,17 @@ class Seq2SeqModel(keras.Model):
         dummy = tf.constant([[4, 3]], tf.int32)
         self({"source": dummy, "target_in": dummy}, training=False)
 
+    def report(self, name, value, total=False):
+        """Records a scalar of the training step being computed (an auxiliary loss term, say);
+        `train_step` returns it in its logs and the trainer logs train/NAME: the mean over each
+        logging interval, or the sum with `total=True` (counts, such as dropped pairs)."""
+        self._reports[f"{TOTAL_PREFIX}{name}" if total else name] = tf.cast(value, tf.float32)
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        self._step_counts = {}
         loss, num_tokens = self.translation_loss(y, y_pred)
         self._last_num_tokens = num_tokens
         if self.losses:
+            self.report("translation_loss", loss)
             loss += tf.add_n([tf.cast(l, tf.float32) for l in self.losses])
         return loss
 
@@ -96,9 +106,10 @@ class Seq2SeqModel(keras.Model):
         position = features.pop("position", None)
         if position is not None:
             self.data_position.assign(position)
+        self._reports.clear()
         logs = super().train_step((features, labels))
         logs["target_tokens"] = self._last_num_tokens
-        logs.update({f"count/{name}": value for name, value in self._step_counts.items()})
+        logs.update(self._reports)
         return logs
 
     def test_step(self, data):

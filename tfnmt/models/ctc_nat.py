@@ -155,7 +155,7 @@ class CTCNonAutoregressive(Seq2SeqModel):
         labels = tf.where(tf.equal(labels, EOS_ID), PAD_ID, labels)
         loss, num_tokens, dropped = ctc_loss(labels, outputs["logits"], outputs["lengths"],
                                              self.blank_id)
-        self.count("dropped_pairs", dropped)
+        self.report("dropped_pairs", dropped, total=True)
         return loss, num_tokens
 
     def predict_ids(self, memory, beam_size):

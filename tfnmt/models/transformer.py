@@ -49,14 +49,20 @@ class Transformer(Seq2SeqModel):
         layer_args = dict(num_heads=h["num_heads"], ffn_dim=h["ffn_dim"], dropout=h["dropout"],
                           attention_dropout=h["attention_dropout"], ffn_dropout=h["ffn_dropout"],
                           pre_norm=h["pre_norm"])
-        self.encoder_layers = [TransformerEncoderLayer(name=f"encoder_layer_{i}", **layer_args)
-                               for i in range(h["encoder_layers"])]
-        self.decoder_layers = [TransformerDecoderLayer(name=f"decoder_layer_{i}", **layer_args)
-                               for i in range(h["decoder_layers"])]
+        self.encoder_layers = [self._encoder_layer(i, layer_args) for i in range(h["encoder_layers"])]
+        self.decoder_layers = [self._decoder_layer(i, layer_args) for i in range(h["decoder_layers"])]
         # Pre-norm stacks end with a norm; post-norm outputs are already normalised.
         self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm") if self.pre_norm else None
         self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm") if self.pre_norm else None
         self.output_projection = None if self.tie_output else keras.layers.Dense(target_vocab_size, name="output_projection")
+
+    # Subclasses (deep_transformer) swap in richer layers under the same names, so that the
+    # variable paths of a plain Transformer's weights stay the same.
+    def _encoder_layer(self, index, layer_args):
+        return TransformerEncoderLayer(name=f"encoder_layer_{index}", **layer_args)
+
+    def _decoder_layer(self, index, layer_args):
+        return TransformerDecoderLayer(name=f"decoder_layer_{index}", **layer_args)
 
     def _embed(self, embedding, ids, offset=0, training=False):
         x = embedding(ids) * tf.cast(self.d_model ** 0.5, self.compute_dtype)

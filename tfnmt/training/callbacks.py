@@ -12,6 +12,7 @@ from absl import logging
 
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.evaluation import bleu
+from tfnmt.models.base import TOTAL_PREFIX
 
 
 def current_step(model):
@@ -40,7 +41,7 @@ class TrainingSchedule(keras.callbacks.Callback):
         self.lr_controller = lr_controller
         self._tokens = 0.0
         self._losses = []
-        self._counts = {}
+        self._reports = {}  # scalars a model reports (Seq2SeqModel.report): name -> values
         self._clock = time.time()
         self.history = []
 
@@ -48,10 +49,9 @@ class TrainingSchedule(keras.callbacks.Callback):
         step = current_step(self.model)
         self._tokens += float(logs["target_tokens"])
         self._losses.append(float(logs["loss"]))
-        for key, value in logs.items():  # counts a model reports (Seq2SeqModel.count)
-            if key.startswith("count/"):
-                name = key.split("/", 1)[1]
-                self._counts[name] = self._counts.get(name, 0.0) + float(value)
+        for name, value in logs.items():
+            if name not in ("loss", "target_tokens"):
+                self._reports.setdefault(name, []).append(float(value))
         if not math.isfinite(self._losses[-1]):
             self.model.stop_training = True
             raise FloatingPointError(f"training loss is {self._losses[-1]} at step {step}")
@@ -59,19 +59,23 @@ class TrainingSchedule(keras.callbacks.Callback):
             elapsed = max(time.time() - self._clock, 1e-9)
             loss = float(np.mean(self._losses))
             lr = current_learning_rate(self.model.optimizer)
-            logging.info("step %d  loss %.4f  lr %.3g  %.0f target tokens/s%s", step, loss, lr,
-                         self._tokens / elapsed,
-                         "".join(f"  {name} {value:g}" for name, value in sorted(self._counts.items())))
+            reports = {}
+            for name, values in sorted(self._reports.items()):
+                if name.startswith(TOTAL_PREFIX):
+                    reports[name[len(TOTAL_PREFIX):]] = float(np.sum(values))
+                else:
+                    reports[name] = float(np.mean(values))
+            logging.info("step %d  loss %.4f%s  lr %.3g  %.0f target tokens/s", step, loss,
+                         "".join(f"  {name} {value:.4g}" for name, value in reports.items()), lr,
+                         self._tokens / elapsed)
             with self.writer.as_default(step=step):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", lr)
                 tf.summary.scalar("train/target_tokens_per_second", self._tokens / elapsed)
-                for name, value in self._counts.items():
+                for name, value in reports.items():
                     tf.summary.scalar(f"train/{name}", value)
-            self.history.append(dict(self._counts, step=step, loss=loss,
-                                     tokens_per_second=self._tokens / elapsed))
-            self._tokens, self._losses, self._clock = 0.0, [], time.time()
-            self._counts = dict.fromkeys(self._counts, 0.0)
+            self.history.append(dict(reports, step=step, loss=loss, tokens_per_second=self._tokens / elapsed))
+            self._tokens, self._losses, self._reports, self._clock = 0.0, [], {}, time.time()
         if self.validator is not None and (step % self.validate_every == 0 or step >= self.train_steps):
             self._validate(step)
         if step % self.save_every == 0 or step >= self.train_steps or self.model.stop_training:

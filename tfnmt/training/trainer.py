@@ -16,9 +16,10 @@ from absl import logging
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.data import pipeline, sources
 from tfnmt.decoding.translator import Translator
-from tfnmt.errors import ConfigError, DataError
+from tfnmt.data.vocab import vocab_paths
+from tfnmt.errors import CheckpointError, ConfigError, DataError
 from tfnmt.training import callbacks
-from tfnmt.training.checkpoints import Checkpoints, trackables
+from tfnmt.training.checkpoints import Checkpoints, resolve_init_from, trackables, warm_start
 from tfnmt.training.optimizers import make_optimizer
 
 
@@ -49,6 +50,7 @@ class TrainOptions:
     bleu_sentences: int = 200
     jit_compile: bool = False
     deterministic: bool = False
+    init_from: str = ""
 
 
 def check_options(o):
@@ -116,6 +118,11 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
     epoch, index = (int(v) for v in model.data_position.numpy())
     if restored:
         logging.info("resuming from %s at step %d (epoch %d, after batch %d)", restored, step, epoch, index)
+        if options.init_from:
+            logging.info("--init_from=%s ignored: resuming this model directory's own training",
+                         options.init_from)
+    elif options.init_from:
+        init_from(model, model_dir, options.init_from)
     if step >= options.train_steps:
         logging.info("already trained for %d steps (--train_steps=%d): nothing to do", step,
                      options.train_steps)
@@ -159,3 +166,44 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
               callbacks=[schedule])
     writer.close()
     return schedule.history
+
+
+def _parameters(model, names):
+    sizes = {v.path.split("/", 1)[-1]: int(v.numpy().size) for v in model.weights}
+    return sum(sizes[n] for n in names)
+
+
+def _vocab_bytes(model_dir):
+    try:
+        paths = vocab_paths(model_dir)
+    except DataError:
+        return None
+    contents = []
+    for path in paths:
+        with open(path, "rb") as f:
+            contents.append(f.read())
+    return contents
+
+
+def init_from(model, model_dir, source):
+    """Warm start of a fresh run (the deep-representation paper's procedure): the weights of
+    `source` (a model directory or checkpoint) that match by path and shape, fresh ones for the
+    rest; the optimizer starts afresh. Logs what was loaded and what is new."""
+    path, source_dir = resolve_init_from(source)
+    if source_dir is not None:
+        theirs = _vocab_bytes(source_dir)
+        if theirs is not None and theirs != _vocab_bytes(model_dir):
+            raise CheckpointError(f"--init_from={source}: {source_dir} has another vocabulary than "
+                                  f"{model_dir}; start from a copy of its spm*.model files")
+    report = warm_start(model, path)
+    logging.info("--init_from: loaded %d weights (%d parameters) from %s", len(report["loaded"]),
+                 _parameters(model, report["loaded"]), path)
+    logging.info("--init_from: %d new weights (%d parameters), freshly initialised: %s",
+                 len(report["new"]), _parameters(model, report["new"]),
+                 ", ".join(report["new"]) or "none")
+    for entry in report["mismatched"]:
+        logging.warning("--init_from: shape differs, freshly initialised: %s", entry)
+    if report["unused"]:
+        logging.info("--init_from: %d weights of the checkpoint have no place in this model: %s",
+                     len(report["unused"]), ", ".join(report["unused"]))
+    return report

@@ -1,0 +1,144 @@
+"""Layer aggregation (Dou et al. 2018, "Exploiting Deep Representations for NMT", sec. 3.1.1).
+
+`Aggregation` is the node of eq. 7, `LinearCombination` eq. 5, and `LayerAggregation` wires a
+stack of layers with one of the strategies (none, dense, linear, iterative, hierarchical). All
+of them combine the states of one position across layers, so the same wiring serves a whole
+sequence (teacher forcing) and a single decoding step.
+"""
+
+import keras
+import tensorflow as tf
+
+STRATEGIES = ("none", "dense", "linear", "iterative", "hierarchical")
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class Aggregation(keras.layers.Layer):
+    """AGG(x_1, ..., x_n) = LN(FF([x_1; ...; x_n]) + x_1 + ... + x_n)  (eq. 7, n = 2 or 3).
+
+    FF = W_2 sigmoid(W_1 [x_1; ...; x_n] + b_1) + b_2 with an inner width of `ffn_dim`. Every input
+    has a residual connection to the output (the paper's best variant, its Table 4 "All").
+    """
+
+    def __init__(self, ffn_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.ffn_dim = ffn_dim
+
+    def build(self, input_shapes):
+        depth = input_shapes[0][-1]
+        if any(shape[-1] != depth for shape in input_shapes):
+            raise ValueError(f"aggregated states must share their width, got {input_shapes}")
+        self.inner = keras.layers.Dense(self.ffn_dim, activation="sigmoid", name="inner")
+        self.outer = keras.layers.Dense(depth, name="outer")
+        self.norm = keras.layers.LayerNormalization(epsilon=1e-6, name="norm")
+        self.inner.build(tuple(input_shapes[0][:-1]) + (depth * len(input_shapes),))
+        self.outer.build(tuple(input_shapes[0][:-1]) + (self.ffn_dim,))
+        self.norm.build(input_shapes[0])
+
+    def call(self, inputs):
+        inputs = list(inputs)
+        return self.norm(self.outer(self.inner(tf.concat(inputs, axis=-1))) + tf.add_n(inputs))
+
+    def get_config(self):
+        return dict(super().get_config(), ffn_dim=self.ffn_dim)
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class LinearCombination(keras.layers.Layer):
+    """H = sum_l W_l H^l  (eq. 5): one trainable d x d matrix per layer, no bias, no normalisation
+    (the paper's weights may be negative and are not shared across features)."""
+
+    def build(self, input_shapes):
+        depth = input_shapes[0][-1]
+        # Glorot over [L, d, d] has variance 1/(L d): that of one Dense on [H^1; ...; H^L].
+        self.kernel = self.add_weight(name="kernel", shape=(len(input_shapes), depth, depth),
+                                      initializer="glorot_uniform")
+
+    def call(self, inputs):
+        return tf.einsum("l...i,lij->...j", tf.stack(list(inputs)), tf.cast(self.kernel, self.compute_dtype))
+
+
+def hierarchical_nodes(num_layers):
+    """The layers (0-based) merged by each node of the hierarchical tree, in order.
+
+    Node i merges layers 2i and 2i+1 and, from the second node on, the node before it (the
+    paper's filter-size-2 tree, fig. 2). With an odd number of layers the top layer has no
+    partner: the last node merges it with the node before it. 6 layers -> [0, 1], [2, 3], [4, 5];
+    5 layers -> [0, 1], [2, 3], [4].
+    """
+    return [list(range(start, min(start + 2, num_layers))) for start in range(0, num_layers, 2)]
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class LayerAggregation(keras.layers.Layer):
+    """Runs a stack of `num_layers` layers with one aggregation strategy:
+
+    - none:         H^l = Layer(H^{l-1}); output H^L.
+    - dense:        H^l = Layer(H^{l-1}) + sum_{i<l} H^i  (eq. 4, addition keeps the width);
+                    output H^L.
+    - linear:       output sum_l W_l H^l  (eq. 5); the backbone is unchanged.
+    - iterative:    A^1 = H^1, A^l = AGG(H^l, A^{l-1})  (eq. 6); output A^L; backbone unchanged.
+    - hierarchical: N^1 = AGG(H^1, H^2), N^i = AGG(H^{2i-1}, H^{2i}, N^{i-1}); each node is the
+                    input of the next layer (fed back into the backbone, fig. 2b); output the top
+                    node. Any depth >= 2 (see `hierarchical_nodes` for odd depths).
+
+    `run(x, layer_fn)` drives the stack: `layer_fn(i, inputs)` computes layer i (0-based) from
+    `inputs`, the states entering layers 0..i (inputs[0] = x; later entries are what the
+    strategy feeds each layer, e.g. hierarchical nodes); multi-layer attention reads the lower
+    entries. It returns (stack output, [H^1..H^L]), the latter for the layer-diversity loss.
+    """
+
+    def __init__(self, strategy, num_layers, ffn_dim, **kwargs):
+        super().__init__(**kwargs)
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown aggregation {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        if strategy != "none" and num_layers < 2:
+            raise ValueError(f"{strategy} aggregation needs at least 2 layers, got {num_layers}")
+        self.strategy = strategy
+        self.num_layers = num_layers
+        self.ffn_dim = ffn_dim
+
+    def build(self, input_shape):
+        self.nodes = []
+        self.linear = None
+        if self.strategy == "iterative":
+            arities = [2] * (self.num_layers - 1)
+        elif self.strategy == "hierarchical":
+            arities = [len(layers) + (i > 0) for i, layers in enumerate(hierarchical_nodes(self.num_layers))]
+        else:
+            arities = []
+        for i, arity in enumerate(arities):
+            node = Aggregation(self.ffn_dim, name=f"node_{i}")
+            node.build([input_shape] * arity)
+            self.nodes.append(node)
+        if self.strategy == "linear":
+            self.linear = LinearCombination(name="linear_combination")
+            self.linear.build([input_shape] * self.num_layers)
+
+    def run(self, x, layer_fn):
+        if not self.built:
+            self.build(x.shape)
+        inputs, outputs = [x], []
+        tree = hierarchical_nodes(self.num_layers) if self.strategy == "hierarchical" else []
+        node_after = {layers[-1]: i for i, layers in enumerate(tree)}
+        aggregate = None
+        for i in range(self.num_layers):
+            h = layer_fn(i, inputs)
+            if self.strategy == "dense" and outputs:
+                h = h + tf.add_n(outputs)
+            outputs.append(h)
+            if self.strategy == "iterative":
+                aggregate = h if i == 0 else self.nodes[i - 1]([h, aggregate])
+            elif i in node_after:
+                n = node_after[i]
+                merged = [outputs[j] for j in tree[n]] + ([aggregate] if n > 0 else [])
+                aggregate = self.nodes[n](merged)
+                h = aggregate
+            inputs.append(h)
+        if self.strategy == "linear":
+            return self.linear(outputs), outputs
+        return (outputs[-1] if aggregate is None else aggregate), outputs
+
+    def get_config(self):
+        return dict(super().get_config(), strategy=self.strategy, num_layers=self.num_layers,
+                    ffn_dim=self.ffn_dim)

@@ -1,0 +1,157 @@
+"""Transformer layers with multi-layer self-attention (Dou et al. 2018, eq. 8).
+
+Layer l's self-attention queries its own input and attends, with a separate attention model
+each, to its input (= H^{l-1}) and to the inputs of the `lower_layers` layers below it
+(H^{l-2}, ..., H^{l-k}); the contexts are merged by an aggregation node,
+`C^l = AGG(C^l_{-1}, ..., C^l_{-k})`, which takes the place of the attention output in the
+residual block. Encoder-decoder attention is untouched. With `lower_layers=0` these are exactly
+the plain layers (same variables, same function).
+
+The first attention keeps the plain layer's name (`self_attention`), so a plain Transformer's
+weights warm-start it; the new ones are `lower_attention_{j}` (j layers further down) and
+`attention_aggregation`. In a pre-norm layer each lower input gets its own layer norm
+(`lower_norm_{j}`), as the layer's own input does.
+"""
+
+import keras
+import tensorflow as tf
+
+from tfnmt.layers.aggregation import Aggregation
+from tfnmt.layers.attention import MultiHeadAttention
+from tfnmt.layers.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
+
+
+class _MultiLayerSelfAttention:
+    """What the encoder and decoder layers share: the extra attentions, norms and the AGG node."""
+
+    def _build_lower(self, input_shape):
+        self.lower_attentions, self.lower_norms = [], []
+        self.attention_aggregation = None
+        for j in range(1, self.lower_layers + 1):
+            attention = MultiHeadAttention(self.num_heads, self.attention_dropout,
+                                           name=f"lower_attention_{j}")
+            attention.build(input_shape, input_shape)
+            self.lower_attentions.append(attention)
+            if self.pre_norm:
+                norm = keras.layers.LayerNormalization(epsilon=1e-6, name=f"lower_norm_{j}")
+                norm.build(input_shape)
+                self.lower_norms.append(norm)
+        if self.lower_layers:
+            self.attention_aggregation = Aggregation(self.aggregation_ffn_dim, name="attention_aggregation")
+            self.attention_aggregation.build([input_shape] * (self.lower_layers + 1))
+
+    def _check_lower(self, lower):
+        if len(lower) != self.lower_layers:
+            raise ValueError(f"{self.name} attends to {self.lower_layers} lower layers, got {len(lower)}")
+
+    def _lower_keys_values(self, lower):
+        """Projected keys/values of each lower input: [(keys, values)] nearest layer first."""
+        if self.pre_norm:
+            lower = [norm(x) for norm, x in zip(self.lower_norms, lower)]
+        return [attention.project_key_value(x) for attention, x in zip(self.lower_attentions, lower)]
+
+    def _aggregate(self, own_context, y, lower_kv, bias, training):
+        if not lower_kv:
+            return own_context
+        contexts = [own_context] + [attention.attend(y, keys, values, bias, training=training)
+                                    for attention, (keys, values) in zip(self.lower_attentions, lower_kv)]
+        return self.attention_aggregation(contexts)
+
+    def _lower_config(self):
+        return dict(lower_layers=self.lower_layers, aggregation_ffn_dim=self.aggregation_ffn_dim)
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class MultiLayerEncoderLayer(_MultiLayerSelfAttention, TransformerEncoderLayer):
+    """Encoder layer whose self-attention also attends to the inputs of `lower_layers` layers below.
+
+    call(x [B, S, d], bias, lower=[inputs of layer l-1, l-2, ...]) -> [B, S, d]."""
+
+    def __init__(self, num_heads, ffn_dim, lower_layers=0, aggregation_ffn_dim=None, **kwargs):
+        super().__init__(num_heads, ffn_dim, **kwargs)
+        self.lower_layers = lower_layers
+        self.aggregation_ffn_dim = aggregation_ffn_dim or ffn_dim
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self._build_lower(input_shape)
+
+    def call(self, x, bias, lower=(), training=False):
+        self._check_lower(lower)
+        lower_kv = self._lower_keys_values(lower)
+
+        def attend(y):
+            own = self.self_attention(y, bias=bias, training=training)
+            return self._aggregate(own, y, lower_kv, bias, training)
+
+        x = self._residual(x, self.attention_norm, attend, training)
+        return self._residual(x, self.ffn_norm, lambda y: self.ffn(y, training=training), training)
+
+    def get_config(self):
+        return dict(super().get_config(), **self._lower_config())
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
+    """Decoder layer with multi-layer causal self-attention.
+
+    For incremental decoding the cache holds, besides the plain layer's entries, the keys and
+    values that each lower attention projected from its lower layer's input at every earlier
+    position (`lower_{j}_key`, `lower_{j}_value`): step t appends position t of each.
+    """
+
+    def __init__(self, num_heads, ffn_dim, lower_layers=0, aggregation_ffn_dim=None, **kwargs):
+        super().__init__(num_heads, ffn_dim, **kwargs)
+        self.lower_layers = lower_layers
+        self.aggregation_ffn_dim = aggregation_ffn_dim or ffn_dim
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self._build_lower(input_shape)
+
+    def call(self, x, memory, self_bias, memory_bias, lower=(), training=False):
+        self._check_lower(lower)
+        lower_kv = self._lower_keys_values(lower)
+
+        def attend(y):
+            own = self.self_attention(y, bias=self_bias, training=training)
+            return self._aggregate(own, y, lower_kv, self_bias, training)
+
+        x = self._residual(x, self.norms[0], attend, training)
+        keys, values = self.cross_attention.project_key_value(memory)
+        x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
+            y, keys, values, memory_bias, training=training), training)
+        return self._residual(x, self.norms[2], lambda y: self.ffn(y, training=training), training)
+
+    def initial_cache(self, memory):
+        cache = super().initial_cache(memory)
+        for j, attention in enumerate(self.lower_attentions, start=1):
+            empty = attention.empty_cache(tf.shape(memory)[0], memory.dtype)
+            cache[f"lower_{j}_key"], cache[f"lower_{j}_value"] = empty["key"], empty["value"]
+        return cache
+
+    def step(self, x, cache, memory_bias, lower=()):
+        """x: [N, 1, d], lower: the lower layers' inputs at this position -> ([N, 1, d], cache)."""
+        self._check_lower(lower)
+        new_cache = dict(cache)
+        lower_kv = []
+        for j, (keys, values) in enumerate(self._lower_keys_values(lower), start=1):
+            keys = tf.concat([cache[f"lower_{j}_key"], keys], axis=2)
+            values = tf.concat([cache[f"lower_{j}_value"], values], axis=2)
+            new_cache[f"lower_{j}_key"], new_cache[f"lower_{j}_value"] = keys, values
+            lower_kv.append((keys, values))
+
+        def attend(y):
+            own, updated = self.self_attention(
+                y, cache={"key": cache["self_key"], "value": cache["self_value"]})
+            new_cache["self_key"], new_cache["self_value"] = updated["key"], updated["value"]
+            return self._aggregate(own, y, lower_kv, None, False)
+
+        x = self._residual(x, self.norms[0], attend, False)
+        x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
+            y, cache["memory_key"], cache["memory_value"], memory_bias), False)
+        x = self._residual(x, self.norms[2], self.ffn, False)
+        return x, new_cache
+
+    def get_config(self):
+        return dict(super().get_config(), **self._lower_config())
