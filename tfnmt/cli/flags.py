@@ -56,6 +56,10 @@ flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training step.")
 flags.DEFINE_boolean("deterministic", False, "Bit-reproducible training (TensorFlow op "
                      "determinism; slower). Without it only the data order is reproducible.")
 flags.DEFINE_boolean("evaluate_at_end", True, "After training, score the test split with sacreBLEU.")
+flags.DEFINE_enum("distribution", "none", ["none", "mirrored", "multi_worker"],
+                  "Data-parallel training on tf.distribute: none (one device), mirrored (every "
+                  "GPU of this host), multi_worker (the hosts of $TF_CONFIG). --batch_tokens and "
+                  "--batch_size are per replica.")
 
 # --- decoding -----------------------------------------------------------------------------------
 flags.DEFINE_integer("beam_size", 4, "Beam size (1 = greedy).")

@@ -8,6 +8,8 @@ is reported by name; `train` then falls back to the newest readable one.
 
 import json
 import os
+import shutil
+import tempfile
 
 import tensorflow as tf
 from absl import logging
@@ -48,16 +50,35 @@ def trackables(model, optimizer=None, **extra):
 
 
 class Checkpoints:
-    def __init__(self, model_dir, objects, keep_last=5, keep_best=5):
+    """`chief=False` (the other workers of a multi-worker job): every save still happens, since
+    saving distributed variables may need collective ops with the chief, but into a scratch
+    directory that is deleted at once; best-checkpoint decisions use an in-memory copy of the
+    chief's index, so they are taken exactly as the chief takes them."""
+
+    def __init__(self, model_dir, objects, keep_last=5, keep_best=5, chief=True):
         self.model_dir = model_dir
         self.checkpoint = tf.train.Checkpoint(**objects)
         self.last = tf.train.CheckpointManager(self.checkpoint, os.path.join(model_dir, LAST_DIR),
                                                max_to_keep=keep_last, checkpoint_name="ckpt")
         self.best_dir = os.path.join(model_dir, BEST_DIR)
         self.keep_best = keep_best
+        self.chief = chief
+        self._best = None if chief else read_best_index(model_dir)
 
     def save(self, step):
+        if not self.chief:
+            # The same calls as the chief's: a first save creates the checkpoint's save counter,
+            # a variable, and creating one is a collective operation.
+            return self._in_scratch(lambda scratch: tf.train.CheckpointManager(
+                self.checkpoint, scratch, max_to_keep=1, checkpoint_name="ckpt").save(checkpoint_number=step))
         return self.last.save(checkpoint_number=step)
+
+    def _in_scratch(self, write):
+        scratch = tempfile.mkdtemp(prefix="tfnmt-worker-")
+        try:
+            return write(scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def restore_latest(self):
         """Restores the newest readable checkpoint; returns its path or None for a fresh run."""
@@ -85,13 +106,18 @@ class Checkpoints:
 
     # --- best by validation loss ------------------------------------------------------------
     def best_entries(self):
-        return read_best_index(self.model_dir)
+        return read_best_index(self.model_dir) if self._best is None else list(self._best)
 
     def offer_best(self, step, score):
         """Keeps the checkpoint of `step` if its validation loss is among the K best."""
         entries = self.best_entries()
         if len(entries) >= self.keep_best and score >= max(e["loss"] for e in entries):
             return False
+        if not self.chief:
+            self._in_scratch(lambda scratch: self.checkpoint.write(os.path.join(scratch, f"ckpt-{step}")))
+            entries.append({"step": int(step), "loss": float(score), "path": f"ckpt-{step}"})
+            self._best = sorted(entries, key=lambda e: e["loss"])[: self.keep_best]
+            return True
         os.makedirs(self.best_dir, exist_ok=True)
         path = self.checkpoint.write(os.path.join(self.best_dir, f"ckpt-{step}"))
         entries.append({"step": int(step), "loss": float(score), "path": os.path.basename(path)})
