@@ -73,6 +73,20 @@ def _in_process(trained_model, beam_size, sentences):
     return [t.decode() for t in out["translations"].numpy()], out["scores"].numpy()
 
 
+def test_export_runs_in_a_graph_mode_session_as_tf_serving_loads_it(exports, trained_model):
+    # TF Serving's C++ loader imports the MetaGraph, runs its restore op and init op in a
+    # Session, then runs the signature's tensors: the TF1 loader below does the same.
+    base, _ = exports
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        meta_graph = tf.compat.v1.saved_model.load(session, ["serve"], os.path.join(base, "tiny", "1"))
+        signature = meta_graph.signature_def["serving_default"]
+        out = session.run({k: v.name for k, v in signature.outputs.items()},
+                          {signature.inputs["text"].name: SENTENCES})
+    expected, scores = _in_process(trained_model, 3, SENTENCES)
+    assert [t.decode() for t in out["translations"]] == expected
+    np.testing.assert_array_equal(out["scores"], scores)
+
+
 def test_status_and_metadata(server):
     status = requests.get(f"{server}/v1/models/tiny", timeout=30)
     assert status.status_code == 200 and status.headers["Content-Type"] == "application/json"
