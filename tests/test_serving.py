@@ -4,6 +4,7 @@ the `--server` client, against a tiny exported model."""
 import base64
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -245,6 +246,14 @@ def test_shipped_tf_serving_configs_parse():
     assert {"transformer", "densenmt"} <= {m.name for m in models}
     batching = config_lib.read_batching_parameters(os.path.join(REPO, "export", "tf_serving", "batching.config"))
     assert set(batching) == set(config_lib.BATCHING_FIELDS)
+    # The compose file pins TF Serving's release for our TensorFlow and mounts the files it names.
+    with open(os.path.join(REPO, "export", "tf_serving", "docker-compose.yml")) as f:
+        compose = f.read()
+    assert f"tensorflow/serving:${{TF_SERVING_VERSION:-{tf.__version__}}}" in compose
+    mounts = re.findall(r"- \./([\w.]+):(/config/[\w.]+):ro", compose)
+    assert sorted(m[0] for m in mounts) == ["batching.config", "models.config"]
+    for name, inside in mounts:
+        assert os.path.isfile(os.path.join(REPO, "export", "tf_serving", name)) and f"={inside}" in compose
 
 
 def test_model_config_policies_and_errors(tmp_path):
