@@ -15,6 +15,8 @@ setup(
         "absl-py>=2.1",
         "sentencepiece>=0.2,<0.3",
         "tqdm>=4.60",
+        "waitress>=3.0,<4",
+        "requests>=2.31",
         "tensorboard>=2.21",
         "ai-edge-litert==2.3.0",
     ],

@@ -3,13 +3,18 @@
   --bench=train      target tokens/s and ms/step of the model the flags (or --model_dir's
                      config) describe, on its training data, from fresh weights; only the
                      vocabulary is written if the model directory has none
-  --bench=translate  sentences/s at --decode_batch_size and batch-1 latency of a checkpoint or
-                     an exported model (--saved_model) on the test split
+  --bench=translate  sentences/s at --decode_batch_size and batch-1 latency of a checkpoint,
+                     an exported model (--saved_model) or a served one (--server) on the test split
   --bench=decode     the same two numbers for several exports side by side
                      (--saved_model=A,B,...; every signature of each, e.g. a non-autoregressive
                      model's greedy serving_default and its beam), on the same test sentences,
                      measured in turn batch by batch so that a busy machine slows all alike,
                      with each one's speed-up over the first (the baseline)
+  --bench=serve      a load test of the REST API on loopback: --bench_clients concurrent clients
+                     send requests of --bench_request_sentences sentences for --bench_seconds;
+                     requests/s and latency percentiles. With --export_dir and --model it starts
+                     `tfnmt serve` twice (batching on, then off); with --server it loads that
+                     server. Sentences: --input, else the model's test split.
 """
 
 import json
@@ -157,7 +162,77 @@ def bench_decode():
             "baseline": f"{base['saved_model']}:{base['signature']}", "results": rows}
 
 
+def _serve_sentences(export_path):
+    if FLAGS.input != "-":
+        from tfnmt.data.text_files import read_lines
+        return read_lines(FLAGS.input, role="input", replace_invalid=True)[0]
+    config = None
+    if export_path:
+        from tfnmt.export.saved_model import read_export_info
+        config = read_export_info(export_path).get("config") or None
+    spec = common.data_spec(config)
+    return sources.references(spec, common.splits(spec)[2], FLAGS.bench_sentences)[0]
+
+
+def bench_serve():
+    """One result per server setting (a list)."""
+    import os
+    import tempfile
+
+    from tfnmt.serving import server as server_lib
+    from tfnmt.serving.client import ServingClient, load_test
+    from tfnmt.serving.models import version_dirs
+    for name in ("bench_clients", "bench_request_sentences"):
+        if FLAGS[name].value < 1:
+            raise ConfigError(f"--{name} must be at least 1")
+
+    def measure(url, label):
+        client = ServingClient(url, FLAGS.model, FLAGS.model_version, retries=0,
+                               timeout=FLAGS.server_timeout)
+        for sentence in sentences[:4]:  # first calls of each path are slower
+            client.predict([sentence])
+        result = load_test(client, sentences, clients=FLAGS.bench_clients,
+                           seconds=FLAGS.bench_seconds,
+                           sentences_per_request=FLAGS.bench_request_sentences)
+        return dict({"bench": "serve", "model": FLAGS.model, "server": label}, **result)
+
+    if FLAGS.server:
+        sentences = _serve_sentences(None)
+        return [measure(FLAGS.server, FLAGS.server)]
+    common.require("export_dir", "model")
+    versions = version_dirs(os.path.join(FLAGS.export_dir, FLAGS.model))
+    if not versions:
+        raise ConfigError(f"no exported versions of {FLAGS.model} under {FLAGS.export_dir}")
+    sentences = _serve_sentences(versions[max(versions)])
+    if not sentences:
+        raise ConfigError("no sentences to send")
+    results = []
+    batching = [f"--{n}={FLAGS[n].value}" for n in
+                ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches",
+                 "rest_api_num_threads")]
+    for enabled in (True, False):
+        with tempfile.NamedTemporaryFile(suffix=".log") as log:
+            process, url = server_lib.spawn(
+                [f"--export_dir={FLAGS.export_dir}", "--rest_api_host=127.0.0.1", "--rest_api_port=0",
+                 "--file_system_poll_wait_seconds=0", f"--enable_batching={str(enabled).lower()}",
+                 *batching], log_path=log.name)
+            try:
+                result = measure(url, f"tfnmt serve, batching {'on' if enabled else 'off'}")
+            finally:
+                server_lib.stop(process)
+        result["batching"] = enabled
+        if enabled:
+            result.update({n: FLAGS[n].value for n in ("max_batch_size", "batch_timeout_micros")})
+        results.append(result)
+    return results
+
+
 def run():
+    if FLAGS.bench == "serve":
+        results = bench_serve()
+        for result in results:
+            print(json.dumps(result))
+        return results
     benches = {"train": bench_train, "translate": bench_translate, "decode": bench_decode}
     result = benches[FLAGS.bench]()
     print(json.dumps(result))

@@ -109,7 +109,16 @@ class SavedModelTranslator:
 
 
 def translator_from_flags():
-    """(config or None, translator) from --saved_model, else from --model_dir's checkpoint."""
+    """(config or None, translator) from --server, --saved_model, else --model_dir's checkpoint."""
+    if FLAGS.server:
+        if FLAGS.saved_model or FLAGS.model_dir:
+            raise ConfigError("--server translates with a served model: drop --saved_model/--model_dir")
+        from tfnmt.serving.client import RemoteTranslator, ServingClient
+        if FLAGS.server_retries < 0 or FLAGS.server_timeout <= 0:
+            raise ConfigError("--server_retries must be >= 0 and --server_timeout positive")
+        client = ServingClient(FLAGS.server, FLAGS.model, FLAGS.model_version,
+                               retries=FLAGS.server_retries, timeout=FLAGS.server_timeout)
+        return None, RemoteTranslator(client)
     if FLAGS.saved_model:
         from tfnmt.export import tflite
         if os.path.isfile(os.path.join(FLAGS.saved_model, tflite.MODEL_FILE)):

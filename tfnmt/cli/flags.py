@@ -7,7 +7,8 @@ from tfnmt.models import registry
 
 # --- where things are --------------------------------------------------------------------------
 flags.DEFINE_string("model_dir", None, "Directory of the model: config, vocabulary, checkpoints.")
-flags.DEFINE_string("model", None, "Registered model name (see `tfnmt info --list_models`).")
+flags.DEFINE_string("model", None, "Registered model name (see `tfnmt info --list_models`); with "
+                    "--server, the served model's name.")
 flags.DEFINE_string("data", "multi30k", "Data source: multi30k, iwslt14, tfds:NAME or text:DIR.")
 flags.DEFINE_string("source_lang", "en", "Source language code.")
 flags.DEFINE_string("target_lang", "de", "Target language code.")
@@ -62,6 +63,10 @@ flags.DEFINE_string("init_from", "", "Warm start a new run from this model direc
                     "checkpoint: weights with the same path and shape are loaded, the others are "
                     "initialised (ignored when --model_dir already has a checkpoint).")
 flags.DEFINE_boolean("evaluate_at_end", True, "After training, score the test split with sacreBLEU.")
+flags.DEFINE_enum("distribution", "none", ["none", "mirrored", "multi_worker"],
+                  "Data-parallel training on tf.distribute: none (one device), mirrored (every "
+                  "GPU of this host), multi_worker (the hosts of $TF_CONFIG). --batch_tokens and "
+                  "--batch_size are per replica.")
 
 # --- decoding -----------------------------------------------------------------------------------
 flags.DEFINE_integer("beam_size", 4, "Beam size (1 = greedy).")
@@ -81,6 +86,12 @@ flags.DEFINE_string("saved_model", "", "Use this export (SavedModel or TFLite, D
                     "instead of a checkpoint (`bench --bench=decode`: several, comma-separated).")
 flags.DEFINE_string("signature", "serving_default", "Signature of a --saved_model to translate "
                     "with (a non-autoregressive model's export also has `beam`).")
+flags.DEFINE_string("server", "", "Translate through TF Serving or `tfnmt serve` at this URL "
+                    "(http://HOST:8501) instead of a local model; --model names the served model.")
+flags.DEFINE_integer("model_version", 0, "With --server: the served version to ask for (0 = the newest).")
+flags.DEFINE_integer("server_retries", 5, "With --server: retries of a request after a connection "
+                     "error or a 503, with exponential back-off from 0.5 s (at most 8 s apart).")
+flags.DEFINE_float("server_timeout", 300.0, "With --server: seconds to wait for one answer.")
 flags.DEFINE_string("input", "-", "File to translate ('-' = stdin).")
 flags.DEFINE_string("output", "-", "Where translations go ('-' = stdout).")
 flags.DEFINE_boolean("lowercase", False, "Case-insensitive BLEU (the default is cased).")
@@ -102,12 +113,37 @@ flags.DEFINE_enum("average_from", "last", ["last", "best"],
 flags.DEFINE_string("output_dir", None, "Model directory that `average` writes; text corpus "
                     "directory that `distill` writes.")
 
+# --- serve ---------------------------------------------------------------------------------------
+# Names follow TF Serving's tensorflow_model_server flags where it has one.
+flags.DEFINE_string("model_config_file", "", "tfnmt serve: a TF Serving model config (models.config) "
+                    "naming the served models; instead of --export_dir (which serves every model in it).")
+flags.DEFINE_string("rest_api_host", "127.0.0.1", "tfnmt serve: address to listen on (0.0.0.0 = every interface).")
+flags.DEFINE_integer("rest_api_port", 8501, "tfnmt serve: port (0 = any free port; the URL is printed).")
+flags.DEFINE_integer("rest_api_num_threads", 16, "tfnmt serve: threads answering HTTP requests.")
+flags.DEFINE_integer("rest_api_timeout_in_ms", 30000, "tfnmt serve: a request not answered by then fails with 504.")
+flags.DEFINE_integer("file_system_poll_wait_seconds", 1, "tfnmt serve: how often to look for new "
+                     "versions and models (0 = never).")
+flags.DEFINE_boolean("enable_batching", True, "tfnmt serve: merge concurrent requests into batches.")
+flags.DEFINE_string("batching_parameters_file", "", "tfnmt serve: TF Serving batching parameters "
+                    "(export/tf_serving/batching.config); its values override the four flags below.")
+flags.DEFINE_integer("max_batch_size", 32, "tfnmt serve: sentences per merged batch.")
+flags.DEFINE_integer("batch_timeout_micros", 5000, "tfnmt serve: how long a batch waits to fill.")
+flags.DEFINE_integer("num_batch_threads", 1, "tfnmt serve: batches run at once (per model version).")
+flags.DEFINE_integer("max_enqueued_batches", 100, "tfnmt serve: batches that may wait; beyond, 503.")
+flags.DEFINE_integer("max_request_bytes", 1 << 20, "tfnmt serve: largest request body (400 beyond).")
+flags.DEFINE_integer("max_sentences_per_request", 256, "tfnmt serve: most sentences in one request (400 beyond).")
+flags.DEFINE_integer("max_sentence_chars", 2000, "tfnmt serve: longest sentence, in characters (400 beyond).")
+
 # --- bench ---------------------------------------------------------------------------------------
-flags.DEFINE_enum("bench", "translate", ["train", "translate", "decode"],
-                  "What `tfnmt bench` measures (decode: several --saved_model=A,B,... side by side).")
+flags.DEFINE_enum("bench", "translate", ["train", "translate", "decode", "serve"],
+                  "What `tfnmt bench` measures (decode: several --saved_model=A,B,... side by "
+                  "side; serve: a REST load test).")
 flags.DEFINE_integer("bench_steps", 30, "Timed training steps (after 5 warm-up steps).")
 flags.DEFINE_integer("bench_sentences", 256, "Test sentences translated for the speed benchmark.")
 flags.DEFINE_integer("bench_latency_sentences", 50, "Sentences translated one by one for latency.")
+flags.DEFINE_integer("bench_clients", 8, "--bench=serve: concurrent clients.")
+flags.DEFINE_float("bench_seconds", 20.0, "--bench=serve: how long each load runs.")
+flags.DEFINE_integer("bench_request_sentences", 1, "--bench=serve: sentences per request.")
 
 # --- model hyper-parameters: one flag per name declared by any registered model ----------------
 HPARAM_NAMES = registry.define_hparam_flags()

@@ -14,6 +14,7 @@ VERBS = {
     "evaluate": "sacreBLEU and chrF on the test split",
     "translate": "translate a file or stdin",
     "export": "export a SavedModel for TF Serving",
+    "serve": "serve exported models over TF Serving's REST API",
     "average": "average the last or best checkpoints",
     "distill": "translate the training data with a teacher into a new text corpus",
     "info": "list models, or count a model's parameters",

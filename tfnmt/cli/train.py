@@ -1,4 +1,7 @@
-"""tfnmt train: train (or resume) a model; builds the vocabulary first if there is none."""
+"""tfnmt train: train (or resume) a model; builds the vocabulary first if there is none.
+
+With --distribution=multi_worker every worker runs this same command (TF_CONFIG tells them
+apart); the vocabulary must exist before, so that the workers do not race to build it."""
 
 import dataclasses
 import os
@@ -10,13 +13,13 @@ from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli import common, evaluate, vocab
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import vocab as vocab_lib
-from tfnmt.errors import DataError
+from tfnmt.errors import ConfigError, DataError
 from tfnmt.models import registry
-from tfnmt.training import checkpoints
+from tfnmt.training import checkpoints, distribution
 from tfnmt.training.trainer import TrainOptions, train
 
 
-def config_from_flags():
+def config_from_flags(build_vocab=True):
     """(model config, data spec) from the flags and what --model_dir already holds.
 
     A model directory that was trained before keeps its architecture: hyper-parameters not given
@@ -37,6 +40,10 @@ def config_from_flags():
         source_vocab, target_vocab = vocab_lib.load_vocabs(FLAGS.model_dir)
     except DataError:
         if not copy_vocab_of_init_from():
+            if not build_vocab:
+                raise ConfigError(f"no vocabulary in {FLAGS.model_dir}: with --distribution="
+                                  f"{FLAGS.distribution}, build it first with `tfnmt vocab` and "
+                                  "the same flags") from None
             logging.info("no vocabulary in %s yet: training one", FLAGS.model_dir)
             vocab.build_vocab(FLAGS.model_dir, spec, common.splits(spec)[0], FLAGS.train_limit)
         source_vocab, target_vocab = vocab_lib.load_vocabs(FLAGS.model_dir)
@@ -66,10 +73,12 @@ def copy_vocab_of_init_from():
 
 
 def run():
-    config, spec = config_from_flags()
+    # First: a multi-worker strategy must be set up before TensorFlow runs any op.
+    strategy = distribution.make_strategy(FLAGS.distribution)
+    config, spec = config_from_flags(build_vocab=FLAGS.distribution != "multi_worker")
     train_split, valid_split, test_split = common.splits(spec)
     options = TrainOptions(**{f.name: FLAGS[f.name].value for f in dataclasses.fields(TrainOptions)})
     train(FLAGS.model_dir, config, spec, (train_split, valid_split),
-          (FLAGS.train_limit, FLAGS.valid_limit), options, common.decode_options())
-    if FLAGS.evaluate_at_end and test_split:
+          (FLAGS.train_limit, FLAGS.valid_limit), options, common.decode_options(), strategy)
+    if FLAGS.evaluate_at_end and test_split and distribution.is_chief(strategy):
         evaluate.run()

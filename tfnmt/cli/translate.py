@@ -1,4 +1,5 @@
-"""tfnmt translate: translate a file or stdin, line by line, to stdout or a file.
+"""tfnmt translate: translate a file or stdin, line by line, to stdout or a file, with a
+checkpoint (--model_dir), an export (--saved_model) or a served model (--server, --model).
 
 Lines keep their order and count: an empty input line gives an empty output line; a line with
 invalid UTF-8 is translated with U+FFFD in place of the bad bytes; a line longer than
@@ -31,9 +32,9 @@ def run():
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             logging.warning("%s:%d: empty line; its translation is empty", FLAGS.input, number)
-    if not FLAGS.saved_model:
-        # An exported model cuts long inputs the same way, but only the checkpoint path has the
-        # tokenizer at hand to say so per line.
+    if not FLAGS.saved_model and not FLAGS.server:
+        # An exported or served model cuts long inputs the same way, but only the checkpoint
+        # path has the tokenizer at hand to say so per line.
         lengths = translator.source_tokenizer.tokenize(tf.constant(lines or [""])).row_lengths().numpy()
         for number, length in enumerate(lengths[: len(lines)], start=1):
             if length > FLAGS.max_input_length:

@@ -33,7 +33,7 @@ def export(translator, export_dir, name, version=0, config=None):
     """
     def write(staging):
         signatures = translator.export_signatures()
-        tf.saved_model.save(translator, staging,
+        tf.saved_model.save(_servable(translator), staging,
                             signatures={name: fn for name, (fn, _) in signatures.items()})
         info = {"config": config or {}, "decoding": translator.decoding_options(),
                 "signatures": {name: {"beam_size": beam} for name, (_, beam) in signatures.items()}}
@@ -46,6 +46,23 @@ def export(translator, export_dir, name, version=0, config=None):
                               + ", ".join(sorted(disallowed)))
 
     return write_version(export_dir, name, version, write)
+
+
+def _servable(translator):
+    """The object to save: the signature's function and exactly what it captures, the model's
+    tf.Variables and the tokenizers.
+
+    Saving the Translator would save its Keras model, whose Keras 3 variables are written as
+    copies that a graph-mode loader (TF Serving, `saved_model_cli run`) restores into other
+    variables than the ones the signature reads: every request then fails with "Could not find
+    variable" (keras-team/keras#20095), while Python's tf.saved_model.load, which binds by object,
+    works. Tracking the underlying tf.Variables themselves gives one variable per weight.
+    """
+    root = tf.Module(name="tfnmt_export")
+    root.model_variables = [variable.value for variable in translator.model.weights]
+    root.tokenizers = [translator.source_tokenizer, translator.target_tokenizer]
+    root.translate = translator.translate
+    return root
 
 
 def read_export_info(path):

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.errors import ConfigError
+from tfnmt.training import distribution
 from tfnmt.training.losses import label_smoothed_cross_entropy
 
 # Log keys of reported scalars that the trainer sums over a logging interval instead of averaging.
@@ -52,7 +53,9 @@ class Seq2SeqModel(keras.Model):
         self.label_smoothing = label_smoothing
         self.hparams = self.with_defaults(hparams)
         # Where training is in its data stream: (epoch, batch index). Checkpointed for resume.
-        self.data_position = tf.Variable([0, -1], dtype=tf.int64, trainable=False, name="data_position")
+        # Under tf.distribute every replica assigns the same value (see train_step).
+        self.data_position = tf.Variable([0, -1], dtype=tf.int64, trainable=False, name="data_position",
+                                         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         # Scalars of the step being traced; a plain dict, hidden from Keras/TF tracking (it holds
         # graph tensors that must not become part of the model's saved state).
         object.__setattr__(self, "_reports", {})
@@ -94,10 +97,11 @@ class Seq2SeqModel(keras.Model):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         loss, num_tokens = self.translation_loss(y, y_pred)
-        self._last_num_tokens = num_tokens
-        if self.losses:
+        extra = tf.add_n([tf.cast(l, tf.float32) for l in self.losses]) if self.losses else None
+        if extra is not None:
             self.report("translation_loss", loss)
-            loss += tf.add_n([tf.cast(l, tf.float32) for l in self.losses])
+        # With several replicas: this replica's share of the mean over the step's tokens.
+        loss, self._last_num_tokens = distribution.replica_loss(loss, num_tokens, extra)
         return loss
 
     def train_step(self, data):
@@ -105,12 +109,12 @@ class Seq2SeqModel(keras.Model):
         features = dict(features)
         position = features.pop("position", None)
         if position is not None:
-            self.data_position.assign(position)
+            self.data_position.assign(distribution.latest_position(position))
         self._reports.clear()
         logs = super().train_step((features, labels))
         logs["target_tokens"] = self._last_num_tokens
         logs.update(self._reports)
-        return logs
+        return distribution.step_logs(logs)
 
     def test_step(self, data):
         features, labels = data

@@ -9,6 +9,8 @@ is reported by name; `train` then falls back to the newest readable one.
 
 import json
 import os
+import shutil
+import tempfile
 
 import tensorflow as tf
 from absl import logging
@@ -61,7 +63,12 @@ def _rank(entries, metric):
 
 
 class Checkpoints:
-    def __init__(self, model_dir, objects, keep_last=5, keep_best=5, best_metric="loss"):
+    """`chief=False` (the other workers of a multi-worker job): every save still happens, since
+    saving distributed variables may need collective ops with the chief, but into a scratch
+    directory that is deleted at once; best-checkpoint decisions use an in-memory copy of the
+    chief's index, so they are taken exactly as the chief takes them."""
+
+    def __init__(self, model_dir, objects, keep_last=5, keep_best=5, best_metric="loss", chief=True):
         self.model_dir = model_dir
         self.checkpoint = tf.train.Checkpoint(**objects)
         self.last = tf.train.CheckpointManager(self.checkpoint, os.path.join(model_dir, LAST_DIR),
@@ -71,9 +78,23 @@ class Checkpoints:
         if best_metric not in BEST_METRICS:
             raise ValueError(f"unknown best-checkpoint metric {best_metric!r}")
         self.best_metric = best_metric
+        self.chief = chief
+        self._best = None if chief else read_best_index(model_dir)
 
     def save(self, step):
+        if not self.chief:
+            # The same calls as the chief's: a first save creates the checkpoint's save counter,
+            # a variable, and creating one is a collective operation.
+            return self._in_scratch(lambda scratch: tf.train.CheckpointManager(
+                self.checkpoint, scratch, max_to_keep=1, checkpoint_name="ckpt").save(checkpoint_number=step))
         return self.last.save(checkpoint_number=step)
+
+    def _in_scratch(self, write):
+        scratch = tempfile.mkdtemp(prefix="tfnmt-worker-")
+        try:
+            return write(scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def restore_latest(self):
         """Restores the newest readable checkpoint; returns its path or None for a fresh run."""
@@ -101,7 +122,7 @@ class Checkpoints:
 
     # --- best by a validation metric --------------------------------------------------------
     def best_entries(self):
-        return read_best_index(self.model_dir)
+        return read_best_index(self.model_dir) if self._best is None else list(self._best)
 
     def offer_best(self, step, results):
         """Keeps the checkpoint of `step` if its validation results ({"loss", maybe "bleu"}) are
@@ -112,6 +133,11 @@ class Checkpoints:
         entries = _rank(others + [entry], self.best_metric)
         if not any(e is entry for e in entries[: self.keep_best]):
             return False
+        if not self.chief:
+            self._in_scratch(lambda scratch: self.checkpoint.write(os.path.join(scratch, f"ckpt-{step}")))
+            entry["path"] = f"ckpt-{step}"
+            self._best = entries[: self.keep_best]
+            return True
         os.makedirs(self.best_dir, exist_ok=True)
         path = self.checkpoint.write(os.path.join(self.best_dir, f"ckpt-{step}"))
         entry["path"] = os.path.basename(path)

@@ -15,10 +15,11 @@ from absl import logging
 
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.data import pipeline, sources
+from tfnmt.data.vocab import load_vocabs
 from tfnmt.decoding.translator import Translator
 from tfnmt.data.vocab import vocab_paths
 from tfnmt.errors import CheckpointError, ConfigError, DataError
-from tfnmt.training import callbacks
+from tfnmt.training import callbacks, distribution
 from tfnmt.training.checkpoints import Checkpoints, resolve_init_from, trackables, warm_start
 from tfnmt.training.optimizers import make_optimizer
 
@@ -87,12 +88,21 @@ def source_length_limit(model, max_source_length):
     return max_source_length
 
 
-def train(model_dir, config, spec, splits, limits, options, decode_options):
+def train(model_dir, config, spec, splits, limits, options, decode_options, strategy=None):
     """Trains (or resumes) the model described by `config` in `model_dir`.
 
     splits: (train, validation) split names; limits: (train, validation) pair caps (0 = all).
+    strategy: a tf.distribute strategy (training/distribution.py) or None for one device.
     Returns the schedule callback's history (a list of dicts), for tests and benchmarks.
     """
+    if strategy is None:
+        return _train(model_dir, config, spec, splits, limits, options, decode_options, None)
+    # Variables, datasets and fit all belong to the strategy.
+    with strategy.scope():
+        return _train(model_dir, config, spec, splits, limits, options, decode_options, strategy)
+
+
+def _train(model_dir, config, spec, splits, limits, options, decode_options, strategy):
     check_options(options)
     keras.mixed_precision.set_global_policy(options.precision)
     keras.utils.set_random_seed(options.seed)
@@ -100,8 +110,11 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
         tf.config.experimental.enable_op_determinism()
     if os.path.isfile(model_dir_lib.config_path(model_dir)):
         model_dir_lib.check_compatible(model_dir_lib.read_config(model_dir), config)
-    model_dir_lib.write_config(model_dir, config)
-    _, model, source_vocab, target_vocab = model_dir_lib.load(model_dir)
+    chief = distribution.is_chief(strategy)
+    if chief:
+        model_dir_lib.write_config(model_dir, config)
+    model = model_dir_lib.build_model(config)
+    source_vocab, target_vocab = load_vocabs(model_dir)
 
     optimizer = make_optimizer(options.optimizer, options.learning_rate,
                                warmup_steps=options.warmup_steps, beta_2=options.adam_beta2,
@@ -112,7 +125,8 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
                      if options.optimizer == "nag" else None)
     extra = {"previous_validation_loss": lr_controller.previous} if lr_controller else {}
     checkpoints = Checkpoints(model_dir, trackables(model, model.optimizer, **extra),
-                              options.keep_checkpoints, options.keep_best, options.best_metric)
+                              options.keep_checkpoints, options.keep_best, options.best_metric,
+                              chief=chief)
     restored = checkpoints.restore_latest()
     step = callbacks.current_step(model)
     epoch, index = (int(v) for v in model.data_position.numpy())
@@ -144,6 +158,7 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
                                       start_epoch=max(epoch, 0), skip_batches=index + 1,
                                       seed=options.seed, shuffle_buffer=options.shuffle_buffer,
                                       **batching)
+    stream = distribution.distribute(stream, strategy)
     validator = None
     if splits[1]:
         valid_pairs = sources.pairs(spec, splits[1], limits[1])
@@ -153,18 +168,28 @@ def train(model_dir, config, spec, splits, limits, options, decode_options):
             valid_sources, valid_references = sources.references(spec, splits[1], options.bleu_sentences)
             translator = Translator(model, source_vocab, target_vocab, **decode_options)
         validator = callbacks.Validator(valid_batches, translator, valid_sources, valid_references)
+        validator = distribution.agreed(validator, strategy)
 
-    writer = tf.summary.create_file_writer(os.path.join(model_dir, "logs"))
+    writer = distribution.summary_writer(model_dir, strategy)
     schedule = callbacks.TrainingSchedule(
         checkpoints, writer, train_steps=options.train_steps, save_every=options.save_every,
         validate_every=options.validate_every, log_every=options.log_every, validator=validator,
         lr_controller=lr_controller)
-    logging.info("training %s (%d parameters) from step %d to %d", config["model"],
-                 model.count_params(), step, options.train_steps)
+    logging.info("training %s (%d parameters) from step %d to %d on %s", config["model"],
+                 model.count_params(), step, options.train_steps, distribution.describe(strategy))
+    if strategy is not None:
+        # Keras would pull a batch to build the (already built) model and average it across
+        # replicas, which fails for bucketed batches of different shapes; fit then takes the
+        # strategy from the enclosing scope instead.
+        model._distribute_strategy = None
     # Keras epochs are only a bookkeeping unit here: the schedule stops at --train_steps.
-    model.fit(stream, epochs=1 << 40, steps_per_epoch=options.log_every, verbose=0, shuffle=False,
-              callbacks=[schedule])
+    with distribution.worker_failures(strategy):
+        model.fit(stream, epochs=1 << 40, steps_per_epoch=options.log_every, verbose=0,
+                  shuffle=False, callbacks=[schedule])
     writer.close()
+    if strategy is not None:
+        logging.info("finished at step %d; weights fingerprint %s", callbacks.current_step(model),
+                     distribution.weights_fingerprint(model))
     return schedule.history
 
 

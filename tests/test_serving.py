@@ -1,0 +1,311 @@
+"""`tfnmt serve` (TF Serving's REST API on loopback), its configuration files, the batcher and
+the `--server` client, against a tiny exported model."""
+
+import base64
+import json
+import os
+import re
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+import requests
+import tensorflow as tf
+
+from conftest import REPO, run_cli
+from tfnmt import model_dir as model_dir_lib
+from tfnmt.decoding.translator import Translator
+from tfnmt.errors import ConfigError
+from tfnmt.serving import config as config_lib
+from tfnmt.serving import server as server_lib
+from tfnmt.serving.batching import Batcher
+from tfnmt.serving.client import ServerError, ServingClient, load_test
+from tfnmt.serving.rest import format_float
+from tfnmt.serving.status import ServingError
+from tfnmt.training import checkpoints
+
+SENTENCES = ["the red dog sees a bird", "a cat", "", "the old man runs", "big house"]
+
+
+@pytest.fixture(scope="module")
+def exports(trained_model, tmp_path_factory):
+    """base/tiny/1 (beam 3) and base/greedy/1 (beam 1), and a models.config naming both by
+    paths relative to it."""
+    base = str(tmp_path_factory.mktemp("exports"))
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--beam_size=3", "--export_name=tiny") == 0
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--beam_size=1", "--export_name=greedy") == 0
+    config = os.path.join(base, "models.config")
+    with open(config, "w") as f:
+        f.write('model_config_list {\n'
+                '  config { name: "tiny" base_path: "tiny" model_platform: "tensorflow" }\n'
+                '  config { name: "greedy" base_path: "greedy"\n'
+                '           model_version_policy { latest { num_versions: 1 } } }\n'
+                '}\n')
+    return base, config
+
+
+@pytest.fixture(scope="module")
+def server(exports, tmp_path_factory):
+    base, config = exports
+    log = str(tmp_path_factory.mktemp("serve") / "serve.log")
+    process, url = server_lib.spawn(
+        [f"--model_config_file={config}", "--rest_api_port=0", "--file_system_poll_wait_seconds=1",
+         "--max_sentences_per_request=8", "--max_sentence_chars=200", "--max_request_bytes=4096",
+         "--max_batch_size=8", "--batch_timeout_micros=20000"], env=dict(os.environ, PYTHONPATH=REPO),
+        log_path=log)
+    yield url
+    server_lib.stop(process)
+
+
+def _post(url, body):
+    return requests.post(url, data=body if isinstance(body, (bytes, str)) else json.dumps(body),
+                         timeout=120)
+
+
+def _in_process(trained_model, beam_size, sentences):
+    _, model, source_vocab, target_vocab = model_dir_lib.load(trained_model)
+    checkpoints.restore_model(model, checkpoints.resolve(trained_model))
+    translator = Translator(model, source_vocab, target_vocab, beam_size=beam_size)
+    out = translator.translate(tf.constant(sentences))
+    return [t.decode() for t in out["translations"].numpy()], out["scores"].numpy()
+
+
+def test_export_runs_in_a_graph_mode_session_as_tf_serving_loads_it(exports, trained_model):
+    # TF Serving's C++ loader imports the MetaGraph, runs its restore op and init op in a
+    # Session, then runs the signature's tensors: the TF1 loader below does the same.
+    base, _ = exports
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        meta_graph = tf.compat.v1.saved_model.load(session, ["serve"], os.path.join(base, "tiny", "1"))
+        signature = meta_graph.signature_def["serving_default"]
+        out = session.run({k: v.name for k, v in signature.outputs.items()},
+                          {signature.inputs["text"].name: SENTENCES})
+    expected, scores = _in_process(trained_model, 3, SENTENCES)
+    assert [t.decode() for t in out["translations"]] == expected
+    np.testing.assert_array_equal(out["scores"], scores)
+
+
+def test_status_and_metadata(server):
+    status = requests.get(f"{server}/v1/models/tiny", timeout=30)
+    assert status.status_code == 200 and status.headers["Content-Type"] == "application/json"
+    assert status.json() == {"model_version_status": [
+        {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]}
+    assert requests.get(f"{server}/v1/models/tiny/versions/1", timeout=30).json() == status.json()
+    metadata = requests.get(f"{server}/v1/models/tiny/metadata", timeout=30).json()
+    assert metadata["model_spec"] == {"name": "tiny", "signature_name": "", "version": "1"}
+    signature = metadata["metadata"]["signature_def"]["signature_def"]["serving_default"]
+    assert signature["method_name"] == "tensorflow/serving/predict"
+    assert signature["inputs"]["text"]["dtype"] == "DT_STRING"
+    assert signature["inputs"]["text"]["tensor_shape"]["dim"] == [{"size": "-1", "name": ""}]
+    assert {k: v["dtype"] for k, v in signature["outputs"].items()} == {
+        "translations": "DT_STRING", "scores": "DT_FLOAT"}
+
+
+def test_row_and_columnar_predict_equal_the_in_process_translator(server, trained_model):
+    expected, scores = _in_process(trained_model, 3, SENTENCES)
+    row = _post(f"{server}/v1/models/tiny:predict",
+                {"signature_name": "serving_default", "instances": SENTENCES})
+    assert row.status_code == 200, row.text
+    predictions = row.json()["predictions"]
+    assert [p["translations"] for p in predictions] == expected
+    # Scores are float32 written as TF Serving writes them: they read back exactly.
+    assert [np.float32(p["scores"]) for p in predictions] == list(scores)
+    assert predictions[2] == {"scores": 0.0, "translations": ""}
+    columnar = _post(f"{server}/v1/models/tiny/versions/1:predict", {"inputs": {"text": SENTENCES}})
+    assert columnar.json() == {"outputs": {"translations": expected,
+                                           "scores": [p["scores"] for p in predictions]}}
+    # Named instances, base64 strings and a plain columnar list are TF Serving's other forms.
+    named = _post(f"{server}/v1/models/tiny:predict",
+                  {"instances": [{"text": {"b64": base64.b64encode(s.encode()).decode()}} for s in SENTENCES]})
+    assert [p["translations"] for p in named.json()["predictions"]] == expected
+    greedy = _post(f"{server}/v1/models/greedy:predict", {"inputs": SENTENCES}).json()["outputs"]
+    assert greedy["translations"] == _in_process(trained_model, 1, SENTENCES)[0]
+
+
+def test_translate_through_the_server_equals_translate_in_process(server, trained_model, tmp_path, capsys):
+    lines = ["the red dog sees a bird", "", "a cat", "   ", "big house", "the old man runs",
+             "a big red car", "the woman sees the dog", "small tree"] * 3
+    source = tmp_path / "in.txt"
+    source.write_bytes(("\n".join(lines) + "\n").encode() + b"the \xff dog\n")
+    assert run_cli("translate", f"--model_dir={trained_model}", "--beam_size=3",
+                   f"--input={source}", "--decode_batch_size=4") == 0
+    local = capsys.readouterr().out.split("\n")
+    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+                   "--decode_batch_size=4") == 0
+    captured = capsys.readouterr()
+    remote = captured.out.split("\n")
+    assert remote == local and len(remote) == len(lines) + 2  # one per line, then ""
+    assert remote[1] == "" and remote[3] == "" and remote[0]
+    assert "U+FFFD" in captured.err and ":2: empty line" in captured.err
+
+
+@pytest.mark.parametrize("path,body,status,message", [
+    ("tiny:predict", b'{"instances": [', 400, "JSON Parse error"),
+    ("tiny:predict", b"", 400, "JSON Parse error: The document is empty"),
+    ("tiny:predict", {"signature_name": "nope", "instances": ["a"]}, 400,
+     'Serving signature name: "nope" not found in signature def'),
+    ("tiny:predict", {"signature_name": 7, "instances": ["a"]}, 400, "'signature_name' key must be a string"),
+    ("tiny:predict", {"instances": ["a"] * 9}, 400, "Request has 9 sentences; this server takes at most 8"),
+    ("tiny:predict", {"instances": ["a " * 101]}, 400, "Sentence 0 has 202 characters"),
+    ("tiny:predict", {"instances": ["a"], "pad": "x" * 5000}, 400, "over this server's limit of 4096 bytes"),
+    ("tiny:predict", {"instances": [1]}, 400, "is not of expected type: string"),
+    ("tiny:predict", {"instances": []}, 400, "No values in 'instances' array"),
+    ("tiny:predict", {"text": ["a"]}, 400, "Missing 'inputs' or 'instances' key"),
+    ("unknown:predict", {"instances": ["a"]}, 404, "Servable not found for request: Latest(unknown)"),
+    ("tiny/versions/7:predict", {"instances": ["a"]}, 404, "Servable not found for request: Specific(tiny, 7)"),
+])
+def test_bad_requests_get_tf_servings_status_and_an_error_body(server, path, body, status, message):
+    response = _post(f"{server}/v1/models/{path}", body)
+    assert response.status_code == status
+    assert response.headers["Content-Type"] == "application/json"
+    error = response.json()
+    assert list(error) == ["error"] and message in error["error"], error
+
+
+def test_unknown_model_and_version_status_are_404(server):
+    for path, message in (("unknown", "Could not find any versions of model unknown"),
+                          ("tiny/versions/9", "Could not find version 9 of model tiny"),
+                          ("unknown/metadata", "Servable not found for request: Latest(unknown)")):
+        response = requests.get(f"{server}/v1/models/{path}", timeout=30)
+        assert response.status_code == 404 and message in response.json()["error"]
+    malformed = requests.get(f"{server}/v1/elsewhere", timeout=30)
+    assert malformed.status_code == 400 and "Malformed request: GET /v1/elsewhere" in malformed.json()["error"]
+
+
+def test_loopback_load_with_batching_has_no_errors(server):
+    client = ServingClient(server, "tiny", retries=0)
+    result = load_test(client, [s for s in SENTENCES if s], clients=4, seconds=3.0)
+    assert result["errors"] == 0, result
+    assert result["requests"] >= 4 and result["latency_ms_p99"] >= result["latency_ms_p50"] > 0
+
+
+def test_a_new_version_is_picked_up_without_restart(server, exports):
+    base, _ = exports
+    # Roll in version 2 as `tfnmt export` does: written elsewhere, then renamed into place.
+    staging = os.path.join(base, "greedy", ".staging-2")
+    shutil.copytree(os.path.join(base, "greedy", "1"), staging)
+    os.rename(staging, os.path.join(base, "greedy", "2"))
+    deadline = time.time() + 120
+    while True:
+        states = {s["version"]: s["state"] for s in
+                  requests.get(f"{server}/v1/models/greedy", timeout=30).json()["model_version_status"]}
+        if states.get("2") == "AVAILABLE" and states.get("1") == "END":
+            break
+        assert time.time() < deadline, states
+        time.sleep(0.5)
+    assert requests.get(f"{server}/v1/models/greedy/metadata", timeout=30).json()["model_spec"]["version"] == "2"
+    assert _post(f"{server}/v1/models/greedy/versions/2:predict", {"instances": ["a cat"]}).status_code == 200
+    assert _post(f"{server}/v1/models/greedy/versions/1:predict", {"instances": ["a cat"]}).status_code == 404
+
+
+# --- without a server -------------------------------------------------------------------------
+
+def test_client_retries_connection_errors_a_bounded_number_of_times(capsys):
+    with socket_closed_port() as port:
+        client = ServingClient(f"http://127.0.0.1:{port}", "tiny", retries=2, backoff=0.05)
+        start = time.time()
+        with pytest.raises(ServerError, match="cannot connect .* after 2 retries"):
+            client.predict(["a"])
+        assert time.time() - start >= 0.05 + 0.1
+        assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--model=tiny",
+                       "--server_retries=0", f"--input={os.path.join(REPO, 'setup.py')}") == 2
+    assert "cannot connect" in capsys.readouterr().err
+
+
+class socket_closed_port:
+    """A loopback port nothing listens on."""
+
+    def __enter__(self):
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        return self.port
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_serve_refuses_a_tflite_export_and_needs_one_model_source(tmp_path, capsys):
+    version = tmp_path / "phone" / "1"
+    version.mkdir(parents=True)
+    (version / "model.tflite").write_bytes(b"TFL3")
+    assert run_cli("serve", f"--export_dir={tmp_path}", "--rest_api_port=0") == 2
+    assert "holds a TFLite model: TF Serving and tfnmt serve serve SavedModels only" in capsys.readouterr().err
+    assert run_cli("serve", "--rest_api_port=0") == 2
+    assert "give --export_dir" in capsys.readouterr().err
+
+
+def test_shipped_tf_serving_configs_parse():
+    models = config_lib.read_model_config(os.path.join(REPO, "export", "tf_serving", "models.config"))
+    assert len(models) >= 3 and all(m.base_path == f"/models/{m.name}" for m in models)
+    assert {"transformer", "densenmt"} <= {m.name for m in models}
+    batching = config_lib.read_batching_parameters(os.path.join(REPO, "export", "tf_serving", "batching.config"))
+    assert set(batching) == set(config_lib.BATCHING_FIELDS)
+    # The compose file pins TF Serving's release for our TensorFlow and mounts the files it names.
+    with open(os.path.join(REPO, "export", "tf_serving", "docker-compose.yml")) as f:
+        compose = f.read()
+    assert f"tensorflow/serving:${{TF_SERVING_VERSION:-{tf.__version__}}}" in compose
+    mounts = re.findall(r"- \./([\w.]+):(/config/[\w.]+):ro", compose)
+    assert sorted(m[0] for m in mounts) == ["batching.config", "models.config"]
+    for name, inside in mounts:
+        assert os.path.isfile(os.path.join(REPO, "export", "tf_serving", name)) and f"={inside}" in compose
+
+
+def test_model_config_policies_and_errors(tmp_path):
+    path = tmp_path / "models.config"
+    path.write_text('model_config_list { config { name: "a" base_path: "/m/a"\n'
+                    '  model_version_policy { specific { versions: 3 versions: 1 } } }\n'
+                    '  config { name: "b", base_path: "rel/b", model_version_policy: { all: {} } }\n'
+                    '  config: { name: "c" base_path: "c" model_version_policy { latest { num_versions: 2 } } } }\n')
+    a, b, c = config_lib.read_model_config(str(path))
+    assert a.aspired([1, 2, 3, 4]) == [1, 3] and b.aspired([2, 1]) == [1, 2] and c.aspired([1, 5, 3]) == [3, 5]
+    assert b.base_path == str(tmp_path / "rel" / "b")
+    path.write_text('model_config_list {\n config { name: "a" base_pth: "/m" } }')
+    with pytest.raises(ConfigError, match=r"models.config: config #1: unknown field 'base_pth'"):
+        config_lib.read_model_config(str(path))
+    path.write_text('model_config_list {\n config { name: "a"\n base_path: "/m" }')
+    with pytest.raises(ConfigError, match=r"models.config:3: missing '}'"):
+        config_lib.read_model_config(str(path))
+
+
+def test_batcher_merges_concurrent_requests_and_splits_large_ones():
+    sizes = []
+
+    def run(batch):
+        sizes.append(len(batch))
+        time.sleep(0.01)
+        return {"out": np.array([s.upper() for s in batch]), "n": np.arange(len(batch))}
+
+    batcher = Batcher(run, max_batch_size=4, batch_timeout_micros=200_000, max_enqueued_batches=4)
+    results = {}
+
+    def client(i):
+        results[i] = batcher.submit([f"s{i}"])["out"].tolist()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {i: [f"S{i}"] for i in range(8)}
+    assert max(sizes) == 4 and sum(sizes) == 8  # requests were merged, never past max_batch_size
+    sizes.clear()
+    out = batcher.submit([f"w{i}" for i in range(10)])
+    assert out["out"].tolist() == [f"W{i}" for i in range(10)] and sizes == [4, 4, 2]
+    with pytest.raises(ServingError, match="queue to which this task was submitted is full") as error:
+        batcher.submit(["x"] * 17)
+    assert error.value.http_status == 503
+    batcher.close()
+
+
+def test_floats_are_written_as_tf_serving_writes_them():
+    # Cases from tensorflow/serving util/json_tensor_test.cc, plus a typical score.
+    values = [9e6, 999999, 0.5, 0.0003, 0.00003, 555557.5, -2.3099999, -1.2345678]
+    assert [format_float(v) for v in values] == ["9e+06", "999999.0", "0.5", "0.0003", "3e-05",
+                                                 "555557.5", "-2.31", "-1.23456776"]
+    assert [format_float(v) for v in (float("nan"), float("inf"), -float("inf"))] == ["NaN", "Infinity", "-Infinity"]
+    assert all(np.float32(format_float(v)) == np.float32(v) for v in np.random.default_rng(0).normal(size=200))

@@ -1,0 +1,13 @@
+"""A local server that speaks TensorFlow Serving's REST API for tfnmt's exported SavedModels.
+
+Production deployments run TF Serving itself (export/tf_serving/); `tfnmt serve` is for
+machines without Docker, for development, and for the tests:
+
+    status.py    error codes and their HTTP status (TF Serving's mapping)
+    config.py    TF Serving's models.config and batching parameters (protobuf text format)
+    models.py    which models and versions are served; loads new versions as they appear
+    batching.py  merges concurrent requests into batches
+    rest.py      the REST API (WSGI): routes, JSON formats, TF Serving's status codes and errors
+    server.py    the HTTP server (waitress) around it
+    client.py    the client behind `tfnmt translate --server` and `tfnmt bench --bench=serve`
+"""

@@ -1,0 +1,168 @@
+"""Client of a TF Serving (or `tfnmt serve`) REST endpoint.
+
+`RemoteTranslator` puts a served model behind the Translator interface, so `tfnmt translate`,
+`evaluate` and `bench --bench=translate` take `--server=URL --model=NAME` like they take
+`--saved_model`. Requests use the columnar format with the inputs as a plain list (TF Serving
+feeds it to the signature's only input, whatever its name). Connection errors and 503
+(model loading, batching queue full) are retried with exponential back-off, a bounded number of
+times; any other error stops with the server's message.
+"""
+
+import json
+import threading
+import time
+
+import numpy as np
+import requests
+
+from tfnmt.errors import ConfigError, UserError
+
+_MAX_BACKOFF = 8.0
+
+
+class ServerError(UserError):
+    pass
+
+
+class ServingClient:
+    def __init__(self, url, model, version=0, retries=5, timeout=300.0, backoff=0.5):
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"--server must be an http:// or https:// URL, not {url!r}")
+        if not model:
+            raise ConfigError("--server needs --model, the served model's name")
+        self.base = url.rstrip("/")
+        self.model = model
+        self.version = version
+        self.retries = retries
+        self.timeout = timeout
+        self.backoff = backoff
+        self._local = threading.local()
+
+    @property
+    def model_url(self):
+        return f"{self.base}/v1/models/{self.model}" + (f"/versions/{self.version}" if self.version else "")
+
+    def _session(self):
+        # A keep-alive connection per thread (requests.Session is not thread-safe).
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+        return session
+
+    def _request(self, method, url, body=None):
+        failure = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(min(self.backoff * 2 ** (attempt - 1), _MAX_BACKOFF))
+            try:
+                response = self._session().request(
+                    method, url, data=body, timeout=self.timeout,
+                    headers={"Content-Type": "application/json"} if body is not None else None)
+            except requests.ConnectionError as e:
+                failure = f"cannot connect ({type(e).__name__})"
+                continue
+            except requests.Timeout:
+                raise ServerError(f"{url}: no answer within {self.timeout:g}s (--server_timeout)") from None
+            if response.status_code == 503:
+                failure = f"503 {_error_message(response)}"
+                continue
+            if response.status_code != 200:
+                raise ServerError(f"{url}: {response.status_code} {_error_message(response)}")
+            try:
+                return response.json()
+            except ValueError:
+                raise ServerError(f"{url}: the answer is not JSON: {response.text[:200]!r}") from None
+        raise ServerError(f"{url}: {failure}, after {self.retries} retries (--server_retries)")
+
+    def predict(self, texts):
+        """{output name: list} for a list of input strings."""
+        body = json.dumps({"inputs": list(texts)}, ensure_ascii=False).encode("utf-8")
+        outputs = self._request("POST", self.model_url + ":predict", body)["outputs"]
+        if not isinstance(outputs, dict):
+            raise ServerError(f"{self.model_url}: expected named outputs, got {str(outputs)[:100]}")
+        return outputs
+
+    def status(self):
+        return self._request("GET", self.model_url)
+
+    def metadata(self):
+        return self._request("GET", self.model_url + "/metadata")
+
+
+def _error_message(response):
+    try:
+        return str(response.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        return response.text.strip()[:300] or response.reason
+
+
+class RemoteTranslator:
+    """A served model behind Translator's `translate(text) -> {"translations", "scores"}`."""
+
+    config = None
+    beam_size = None
+
+    def __init__(self, client):
+        self.client = client
+
+    def translate(self, text):
+        import tensorflow as tf
+        texts = [t.decode("utf-8") for t in text.numpy()] if hasattr(text, "numpy") else list(text)
+        outputs = self.client.predict(texts)
+        translations, scores = outputs.get("translations"), outputs.get("scores")
+        if translations is None or len(translations) != len(texts):
+            raise ServerError(f"{self.client.model_url}: not a tfnmt translation model "
+                              f"(outputs {sorted(outputs)})")
+        return {"translations": tf.constant(translations, tf.string),
+                "scores": tf.constant(scores if scores is not None else [0.0] * len(texts), tf.float32)}
+
+
+def load_test(client, sentences, *, clients=8, seconds=20.0, sentences_per_request=1,
+              expected=None):
+    """`clients` threads send requests of `sentences_per_request` sentences, back to back, for
+    `seconds`. Returns counts, requests/s and latency percentiles; with `expected`
+    ({sentence: translation}) also how many answers differed from it."""
+    deadline = time.perf_counter() + seconds
+    latencies, errors, mismatches = [], [], [0]
+    lock = threading.Lock()
+
+    def worker(index):
+        position = index * sentences_per_request
+        while time.perf_counter() < deadline:
+            batch = [sentences[(position + k) % len(sentences)] for k in range(sentences_per_request)]
+            position += clients * sentences_per_request
+            start = time.perf_counter()
+            try:
+                outputs = client.predict(batch)
+            except UserError as e:
+                with lock:
+                    errors.append(str(e))
+                continue
+            elapsed = time.perf_counter() - start
+            wrong = 0
+            if expected is not None:
+                wrong = sum(expected[s] != t for s, t in zip(batch, outputs["translations"]))
+            with lock:
+                latencies.append(elapsed)
+                mismatches[0] += wrong
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    ms = 1000 * np.asarray(latencies or [float("nan")])
+    result = {"clients": clients, "seconds": round(elapsed, 1), "requests": len(latencies),
+              "errors": len(errors), "sentences_per_request": sentences_per_request,
+              "requests_per_second": round(len(latencies) / elapsed, 2),
+              "sentences_per_second": round(len(latencies) * sentences_per_request / elapsed, 2),
+              "latency_ms_p50": round(float(np.percentile(ms, 50)), 1),
+              "latency_ms_p90": round(float(np.percentile(ms, 90)), 1),
+              "latency_ms_p99": round(float(np.percentile(ms, 99)), 1)}
+    if expected is not None:
+        result["mismatches"] = mismatches[0]
+    if errors:
+        result["first_error"] = errors[0]
+    return result

@@ -1,0 +1,287 @@
+"""TF Serving's REST API as a WSGI application (model_servers/http_rest_api_handler.cc,
+util/json_tensor.cc, model_servers/http_server.cc of tensorflow/serving describe the original):
+
+    GET  /v1/models/NAME[/versions/V]              model status
+    GET  /v1/models/NAME[/versions/V]/metadata     signature defs
+    POST /v1/models/NAME[/versions/V]:predict      {"instances": [...]} or {"inputs": ...}
+
+Errors are `{"error": "MESSAGE"}` with TF Serving's status: 400 for a malformed request
+(bad JSON, unknown signature, wrong input, over this server's limits), 404 for an unknown
+model or version, 503 when the batching queue is full, 504 past --rest_api_timeout_in_ms.
+Messages follow TF Serving's where it has one for the case.
+"""
+
+import base64
+import json
+import math
+import re
+import time
+
+import numpy as np
+from absl import logging
+from google.protobuf import json_format
+from tensorflow.core.framework import types_pb2
+
+from tfnmt.serving.status import ServingError, invalid_argument
+
+_PREDICT = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
+                      r":(classify|regress|predict)", re.IGNORECASE)
+_STATUS = re.compile(r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
+                     r"(?:/(metadata))?", re.IGNORECASE)
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            409: "Conflict", 429: "Too Many Requests", 499: "Client Closed Request",
+            500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
+            504: "Gateway Timeout"}
+_INT64_MAX = (1 << 63) - 1
+
+
+# --- JSON as TF Serving writes it ------------------------------------------------------------
+
+class _Number:
+    """A number token written verbatim."""
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+
+def format_float(value, float32=True):
+    """TF Serving's WriteDecimal: six significant digits ("%g") when that reads back as the same
+    number, else full precision (9 digits for float32, 17 for float64); ".0" on whole numbers;
+    NaN and +-Infinity as bare tokens."""
+    value = np.float32(value) if float32 else np.float64(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "-Infinity" if value < 0 else "Infinity"
+    text = "%g" % value
+    if (np.float32(text) if float32 else np.float64(text)) != value:
+        text = "%.*g" % (9 if float32 else 17, value)
+    if "." not in text and "e" not in text:
+        text += ".0"
+    return text
+
+
+def _dumps(value, level=0):
+    # rapidjson's PrettyWriter layout (4-space indent), which TF Serving uses for predictions.
+    pad, end = "    " * (level + 1), "    " * level
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = ",\n".join(f"{pad}{json.dumps(k, ensure_ascii=False)}: {_dumps(v, level + 1)}"
+                           for k, v in value.items())
+        return "{\n" + items + "\n" + end + "}"
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        return "[\n" + ",\n".join(pad + _dumps(v, level + 1) for v in value) + "\n" + end + "]"
+    if isinstance(value, _Number):
+        return value.text
+    return json.dumps(value, ensure_ascii=False)
+
+
+def error_body(message):
+    return _dumps({"error": message})
+
+
+def _column(name, array):
+    """An output vector as JSON values (strings decoded; "*_bytes" outputs as {"b64": ...})."""
+    if array.dtype.kind in ("S", "O"):
+        if name.endswith("_bytes"):
+            return [{"b64": base64.b64encode(v).decode("ascii")} for v in array]
+        return [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else str(v) for v in array]
+    if array.dtype.kind == "f":
+        return [_Number(format_float(v, array.dtype == np.float32)) for v in array]
+    if array.dtype.kind == "b":
+        return [bool(v) for v in array]
+    return [int(v) for v in array]
+
+
+def predict_response(outputs, row_format):
+    """TF Serving's response: rows {"predictions": [...]} or columns {"outputs": ...}; with one
+    output, its values stand alone instead of inside {name: value} objects."""
+    columns = {name: _column(name, outputs[name]) for name in sorted(outputs)}
+    if not row_format:
+        return {"outputs": columns if len(columns) > 1 else next(iter(columns.values()))}
+    if len(columns) == 1:
+        return {"predictions": next(iter(columns.values()))}
+    size = len(next(iter(columns.values())))
+    return {"predictions": [{name: values[i] for name, values in columns.items()} for i in range(size)]}
+
+
+def _short(value):
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+def _string(value, where):
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str):
+        try:
+            return base64.b64decode(value["b64"], validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            raise invalid_argument("Unable to base64 decode") from None
+    kind = {list: "Array", dict: "Object", bool: "Bool", type(None): "Null"}.get(type(value), "Number")
+    raise invalid_argument(f"{where}JSON Value: {_short(value)} Type: {kind} is not of expected "
+                           "type: string")
+
+
+def parse_predict_request(body):
+    """(signature_name, the request object) of a predict request body (bytes)."""
+    if not body.strip():
+        raise invalid_argument("JSON Parse error: The document is empty")
+    try:
+        request = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise invalid_argument(f"JSON Parse error: Invalid encoding in string. at offset: {e.start}") from None
+    except json.JSONDecodeError as e:
+        raise invalid_argument(f"JSON Parse error: {e.msg} at offset: {e.pos}") from None
+    if not isinstance(request, dict):
+        raise invalid_argument(f"JSON Value: {_short(request)} Is not object")
+    signature = request.get("signature_name", "")
+    if not isinstance(signature, str):
+        raise invalid_argument(f"JSON Value: {_short(request)} not formatted correctly. "
+                               "'signature_name' key must be a string value.")
+    if "instances" in request and "inputs" in request:
+        raise invalid_argument(f"JSON Value: {_short(request)} Not formatted correctly expecting "
+                               "only one of 'inputs' or 'instances' keys to exist ")
+    return signature, request
+
+
+def request_texts(request, input_name):
+    """([input strings], row_format) of a predict request to a signature whose one input is a
+    string vector."""
+    if "instances" in request:
+        instances = request["instances"]
+        if not isinstance(instances, list):
+            raise invalid_argument(f"JSON Value: {_short(request)} Expecting 'instances' to be an list/array")
+        if not instances:
+            raise invalid_argument(f"JSON Value: {_short(request)} No values in 'instances' array")
+        named = isinstance(instances[0], dict) and "b64" not in instances[0]
+        texts = []
+        for i, item in enumerate(instances):
+            where = f"Failed to process element: {i} of 'instances' list. Error: "
+            if named:
+                if not isinstance(item, dict) or "b64" in item:
+                    raise invalid_argument(f"Expecting object but got list at item {i} of input list")
+                if set(item) != {input_name}:
+                    raise invalid_argument(f"Failed to process element: {i} of 'instances' list. "
+                                           f"JSON object: {_short(item)} keys must be equal to: {input_name}")
+                item = item[input_name]
+            texts.append(_string(item, where))
+        return texts, True
+    if "inputs" in request:
+        inputs = request["inputs"]
+        if isinstance(inputs, dict) and "b64" not in inputs:
+            if input_name not in inputs:
+                raise invalid_argument(f"Missing named input: {input_name} in 'inputs' object.")
+            inputs = inputs[input_name]
+        if not isinstance(inputs, list):
+            raise invalid_argument(f"input '{input_name}' must be a list of strings (its shape is [-1])")
+        return [_string(item, f"input '{input_name}' item {i}: ") for i, item in enumerate(inputs)], False
+    raise invalid_argument("Missing 'inputs' or 'instances' key")
+
+
+def _metadata_json(servable):
+    definitions = {name: json_format.MessageToDict(servable.signature_defs[name],
+                                                   preserving_proto_field_name=True,
+                                                   always_print_fields_with_no_presence=True)
+                   for name in sorted(servable.signature_defs)}
+    return {"model_spec": {"name": servable.name, "signature_name": "",
+                           "version": str(servable.version)},
+            "metadata": {"signature_def": {"signature_def": definitions}}}
+
+
+class RestApi:
+    """The WSGI application. Limits bound the work one request may ask for."""
+
+    def __init__(self, manager, *, max_request_bytes=1 << 20, max_sentences=256,
+                 max_sentence_chars=2000, timeout_seconds=30.0):
+        self.manager = manager
+        self.max_request_bytes = max_request_bytes
+        self.max_sentences = max_sentences
+        self.max_sentence_chars = max_sentence_chars
+        self.timeout = timeout_seconds
+
+    def __call__(self, environ, start_response):
+        method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+        start = time.perf_counter()
+        try:
+            status, body = 200, self._dispatch(method, path, environ)
+        except ServingError as e:
+            status, body = e.http_status, error_body(e.message)
+        except Exception as e:  # a bug must not take the server down; report it as TF Serving would
+            logging.exception("%s %s failed", method, path)
+            status, body = 500, error_body(f"{type(e).__name__}: {e}")
+        data = body.encode("utf-8")
+        start_response(f"{status} {_REASONS.get(status, 'Error')}",
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        if status != 200:
+            logging.info("%s %s -> %d (%.0f ms)", method, path, status, 1000 * (time.perf_counter() - start))
+        return [data]
+
+    def _dispatch(self, method, path, environ):
+        if not re.fullmatch(r"/v1/.*", path, re.IGNORECASE):
+            raise ServingError("NOT_FOUND", f"Not found: {path} (the REST API is under /v1/models/)")
+        malformed = invalid_argument(f"Malformed request: {method} {path}")
+        pattern = _PREDICT if method == "POST" else _STATUS if method == "GET" else None
+        match = pattern.fullmatch(path) if pattern else None
+        if not match:
+            raise malformed
+        name, version, label = match.group(1), match.group(2), match.group(3)
+        if version is not None:
+            if int(version) > _INT64_MAX:
+                raise invalid_argument(f"Failed to convert version: {version} to numeric.")
+            version = int(version)
+        if label is not None:
+            raise invalid_argument(f"Unrecognized servable version label: {label}")
+        if method == "GET":
+            if not name:
+                raise invalid_argument("Missing model name in request.")
+            if match.group(4):
+                return json.dumps(_metadata_json(self.manager.get(name, version)), indent=1,
+                                  ensure_ascii=False)
+            statuses = [{"version": str(v), "state": state,
+                         "status": {"error_code": code, "error_message": message}}
+                        for v, state, code, message in self.manager.status(name, version)]
+            return json.dumps({"model_version_status": statuses}, indent=1, ensure_ascii=False)
+        if match.group(4).lower() != "predict":
+            raise invalid_argument(f"tfnmt models answer :predict, not :{match.group(4)}")
+        return self._predict(name, version, environ)
+
+    def _read_body(self, environ):
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > self.max_request_bytes:
+            raise invalid_argument(f"Request body of {length} bytes is over this server's limit of "
+                                   f"{self.max_request_bytes} bytes (--max_request_bytes)")
+        body = environ["wsgi.input"].read(length if length else self.max_request_bytes + 1)
+        if len(body) > self.max_request_bytes:
+            raise invalid_argument(f"Request body is over this server's limit of "
+                                   f"{self.max_request_bytes} bytes (--max_request_bytes)")
+        return body
+
+    def _predict(self, name, version, environ):
+        body = self._read_body(environ)
+        signature, request = parse_predict_request(body)
+        servable = self.manager.get(name, version)
+        input_name, dtype = servable.input_spec(signature)
+        if dtype != types_pb2.DT_STRING:
+            raise invalid_argument(f"signature input {input_name} is "
+                                   f"{types_pb2.DataType.Name(dtype)}; tfnmt serve feeds strings")
+        texts, row_format = request_texts(request, input_name)
+        if len(texts) > self.max_sentences:
+            raise invalid_argument(f"Request has {len(texts)} sentences; this server takes at most "
+                                   f"{self.max_sentences} per request (--max_sentences_per_request)")
+        for i, text in enumerate(texts):
+            if len(text) > self.max_sentence_chars:
+                raise invalid_argument(f"Sentence {i} has {len(text)} characters; this server takes "
+                                       f"at most {self.max_sentence_chars} (--max_sentence_chars)")
+        outputs = servable.predict(signature, texts, self.timeout)
+        return _dumps(predict_response(outputs, row_format))
+

@@ -1,0 +1,32 @@
+"""Errors of the REST API: a canonical status code (as in TF Serving's C++ Status) and its
+message. The HTTP status of each code is TF Serving's (model_servers/http_server.cc)."""
+
+HTTP_STATUS = {
+    "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "OUT_OF_RANGE": 400,
+    "NOT_FOUND": 404, "ALREADY_EXISTS": 409, "ABORTED": 409, "PERMISSION_DENIED": 403,
+    "UNAUTHENTICATED": 401, "RESOURCE_EXHAUSTED": 429, "CANCELLED": 499, "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504, "UNKNOWN": 500, "INTERNAL": 500, "DATA_LOSS": 500,
+}
+
+
+class ServingError(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def http_status(self):
+        return HTTP_STATUS[self.code]
+
+
+def invalid_argument(message):
+    return ServingError("INVALID_ARGUMENT", message)
+
+
+def not_found(message):
+    return ServingError("NOT_FOUND", message)
+
+
+def unavailable(message):
+    return ServingError("UNAVAILABLE", message)
