@@ -366,7 +366,7 @@ def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, mu
     source, lengths = translator.tokenize(tf.constant([long]))
     assert lengths.numpy()[0] > 62  # at least three chunks
     chunks, chunk_lengths, _ = chunking.split(source, lengths, 32)
-    pieces = [translator._translate_ids(chunks[i:i + 1], chunk_lengths[i:i + 1])[0][0].numpy()
+    pieces = [translator._translate_ids(chunks[i:i + 1], chunk_lengths[i:i + 1], 3)[0][0].numpy()
               for i in range(chunks.shape[0])]
     assert all((p != PAD_ID).sum() >= 3 for p in pieces)
     joined = np.concatenate([p[p != PAD_ID] for p in pieces])
