@@ -55,7 +55,11 @@ class LinearCombination(keras.layers.Layer):
                                       initializer="glorot_uniform")
 
     def call(self, inputs):
-        return tf.einsum("l...i,lij->...j", tf.stack(list(inputs)), tf.cast(self.kernel, self.compute_dtype))
+        inputs = list(inputs)
+        depth = inputs[0].shape[-1]
+        # [H^1; ...; H^L] times the matrices stacked [L d, d]: one matmul, plain ops for export.
+        kernel = tf.reshape(tf.cast(self.kernel, self.compute_dtype), [len(inputs) * depth, depth])
+        return tf.matmul(tf.concat(inputs, axis=-1), kernel)
 
 
 def hierarchical_nodes(num_layers):
