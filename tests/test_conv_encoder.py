@@ -161,6 +161,24 @@ def test_gated_pooling_is_a_learned_weighting_of_each_window():
     assert GatedPooling.from_config(layer2.get_config()).pool_size == (2, 2)
 
 
+@pytest.mark.parametrize("kind", ["ngram_widths", "small_filters_gated"])
+def test_encoder_and_decoder_layers_round_trip_their_config(kind):
+    from tfnmt.layers.conditional_gru_decoder import ConditionalGRUDecoder
+    from tfnmt.layers.conv_sentence_encoder import ConvSentenceEncoder
+    model = conv_model(kind)
+    rows = tf.random.stateless_normal([2, 32, 8], seed=[0, 1])
+    encoder = ConvSentenceEncoder.from_config(model.encoder.get_config())
+    encoder.build(rows.shape)
+    encoder(rows)
+    encoder.set_weights(model.encoder.get_weights())
+    np.testing.assert_allclose(encoder(rows).numpy(), model.encoder(rows).numpy(), atol=1e-6)
+    decoder = ConditionalGRUDecoder.from_config(model.decoder.get_config())
+    y, c = tf.random.stateless_normal([2, 5, 8], seed=[2, 3]), tf.random.stateless_normal([2, 10], seed=[4, 5])
+    decoder.build((y.shape, c.shape))
+    decoder.set_weights(model.decoder.get_weights())
+    np.testing.assert_allclose(decoder((y, c)).numpy(), model.decoder((y, c)).numpy(), atol=1e-6)
+
+
 @pytest.mark.parametrize("kind", ["ngram_gated", "small_filters_gated"])
 def test_gated_pooling_weights_are_learned(kind):
     model = conv_model(kind)
