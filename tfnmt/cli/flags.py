@@ -7,7 +7,7 @@ from tfnmt.models import registry
 
 # --- where things are --------------------------------------------------------------------------
 flags.DEFINE_string("model_dir", None, "Directory of the model: config, vocabulary, checkpoints.")
-flags.DEFINE_string("model", None, "Registered model name (see `tfnmt info --list_models`); with "
+flags.DEFINE_string("model", None, "Registered model name (`tfnmt info` without --model lists them); with "
                     "--server, the served model's name.")
 flags.DEFINE_string("data", "multi30k", "Data source: multi30k, iwslt14, tfds:NAME or text:DIR.")
 flags.DEFINE_string("source_lang", "en", "Source language code.")

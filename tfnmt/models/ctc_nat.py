@@ -80,7 +80,7 @@ class CTCNonAutoregressive(Seq2SeqModel):
         if self.variant != "deep_encoder" and h["decoder_layers"] < 1:
             raise ConfigError(f"--ctc_variant={self.variant} needs --decoder_layers >= 1")
         if h["share_embeddings"] and source_vocab_size != target_vocab_size:
-            raise ConfigError("--share_embeddings needs a joint vocabulary (tfnmt vocab --joint)")
+            raise ConfigError("--share_embeddings needs a joint vocabulary (tfnmt vocab --joint_vocab=true)")
         if h["d_model"] % h["num_heads"]:
             raise ConfigError(f"--d_model={h['d_model']} is not divisible by --num_heads={h['num_heads']}")
         self.d_model = d = h["d_model"]

@@ -32,7 +32,7 @@ class Transformer(Seq2SeqModel):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
         if h["share_embeddings"] and source_vocab_size != target_vocab_size:
-            raise ConfigError("--share_embeddings needs a joint vocabulary (tfnmt vocab --joint)")
+            raise ConfigError("--share_embeddings needs a joint vocabulary (tfnmt vocab --joint_vocab=true)")
         if h["d_model"] % h["num_heads"]:
             raise ConfigError(f"--d_model={h['d_model']} is not divisible by --num_heads={h['num_heads']}")
         self.d_model = h["d_model"]
