@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+import tensorflow as tf
 
 from conftest import REPO, run_cli_subprocess, tiny_train_flags
 
@@ -66,8 +67,10 @@ def test_killed_training_resumes_from_the_last_checkpoint(corpus, tmp_path):
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert os.path.exists(state), "no checkpoint was written before the kill"
-    saved_step = max(int(p.rsplit("-", 1)[1].split(".")[0]) for p in os.listdir(os.path.dirname(state))
-                     if p.endswith(".index"))
+    # The last checkpoint is the one the state file records: a kill between writing ckpt-N's
+    # files and updating the state leaves ckpt-N behind, and training resumes before it.
+    saved_step = int(tf.train.get_checkpoint_state(os.path.dirname(state)).model_checkpoint_path
+                     .rsplit("-", 1)[1])
     assert 30 <= saved_step < 400
     flags = [f for f in flags if not f.startswith("--train_steps")] + [f"--train_steps={saved_step + 20}"]
     resumed = run_cli_subprocess("train", *flags, check=True)
