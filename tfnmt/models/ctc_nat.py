@@ -39,6 +39,7 @@ from tfnmt.layers.state_splitter import StateSplitter
 from tfnmt.layers.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 from tfnmt.models.base import Seq2SeqModel
 from tfnmt.models.registry import register
+from tfnmt.models.transformer import Transformer, check_hparams
 from tfnmt.training.losses import ctc_loss
 
 VARIANTS = ("deep_encoder", "encoder_decoder", "encoder_decoder_pos")
@@ -47,21 +48,14 @@ VARIANTS = ("deep_encoder", "encoder_decoder", "encoder_decoder_pos")
 @register("ctc_nat")
 class CTCNonAutoregressive(Seq2SeqModel):
     autoregressive = False
+    # The Transformer's settings, at the paper's sizes (d 512, FFN 4096, 16 heads).
     HPARAMS = {
         "ctc_variant": ("encoder_decoder_pos", "CTC model: deep_encoder | encoder_decoder | "
                         "encoder_decoder_pos (positions added to the split states)"),
         "split_factor": (3, "k: each encoder state is split into k states to label (eq. 1)"),
-        "encoder_layers": (6, "number of encoder layers"),
-        "decoder_layers": (6, "number of decoder layers"),
-        "d_model": (512, "model width (embeddings and hidden states)"),
+        **Transformer.HPARAMS,
         "ffn_dim": (4096, "inner width of the feed-forward blocks"),
         "num_heads": (16, "attention heads"),
-        "dropout": (0.1, "dropout on embeddings and sub-layer outputs"),
-        "attention_dropout": (0.0, "dropout on attention weights"),
-        "ffn_dropout": (0.0, "dropout inside the feed-forward blocks"),
-        "pre_norm": (False, "layer norm before each sub-layer (pre-norm) instead of after"),
-        "share_embeddings": (False, "one embedding matrix for source and target (joint vocabulary)"),
-        "tie_output": (True, "the output projection reuses the target embedding matrix"),
     }
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
@@ -79,10 +73,7 @@ class CTCNonAutoregressive(Seq2SeqModel):
                               "and put every layer in --encoder_layers (12 in the paper)")
         if self.variant != "deep_encoder" and h["decoder_layers"] < 1:
             raise ConfigError(f"--ctc_variant={self.variant} needs --decoder_layers >= 1")
-        if h["share_embeddings"] and source_vocab_size != target_vocab_size:
-            raise ConfigError("--share_embeddings needs a joint vocabulary (tfnmt vocab --joint_vocab=true)")
-        if h["d_model"] % h["num_heads"]:
-            raise ConfigError(f"--d_model={h['d_model']} is not divisible by --num_heads={h['num_heads']}")
+        check_hparams(h, source_vocab_size, target_vocab_size)
         self.d_model = d = h["d_model"]
         self.split_factor = h["split_factor"]
         self.blank_id = target_vocab_size

@@ -12,6 +12,14 @@ from tfnmt.models.registry import register
 from tfnmt.errors import ConfigError
 
 
+def check_hparams(h, source_vocab_size, target_vocab_size):
+    """The settings every model built from Transformer layers must satisfy."""
+    if h["share_embeddings"] and source_vocab_size != target_vocab_size:
+        raise ConfigError("--share_embeddings needs a joint vocabulary (tfnmt vocab --joint_vocab=true)")
+    if h["d_model"] % h["num_heads"]:
+        raise ConfigError(f"--d_model={h['d_model']} is not divisible by --num_heads={h['num_heads']}")
+
+
 @register("transformer")
 class Transformer(Seq2SeqModel):
     HPARAMS = {
@@ -31,10 +39,7 @@ class Transformer(Seq2SeqModel):
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
-        if h["share_embeddings"] and source_vocab_size != target_vocab_size:
-            raise ConfigError("--share_embeddings needs a joint vocabulary (tfnmt vocab --joint_vocab=true)")
-        if h["d_model"] % h["num_heads"]:
-            raise ConfigError(f"--d_model={h['d_model']} is not divisible by --num_heads={h['num_heads']}")
+        check_hparams(h, source_vocab_size, target_vocab_size)
         self.d_model = h["d_model"]
         self.pre_norm = h["pre_norm"]
         self.tie_output = h["tie_output"]
