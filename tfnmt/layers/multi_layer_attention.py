@@ -22,7 +22,21 @@ from tfnmt.layers.transformer_layers import TransformerDecoderLayer, Transformer
 
 
 class _MultiLayerSelfAttention:
-    """What the encoder and decoder layers share: the extra attentions, norms and the AGG node."""
+    """What the encoder and decoder layers share: the extra attentions, norms and the AGG node.
+    It comes first in each layer's bases, so `super()` here is the plain Transformer layer."""
+
+    def __init__(self, num_heads, ffn_dim, lower_layers=0, aggregation_ffn_dim=None, **kwargs):
+        super().__init__(num_heads, ffn_dim, **kwargs)
+        self.lower_layers = lower_layers
+        self.aggregation_ffn_dim = aggregation_ffn_dim or ffn_dim
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self._build_lower(input_shape)
+
+    def get_config(self):
+        return dict(super().get_config(), lower_layers=self.lower_layers,
+                    aggregation_ffn_dim=self.aggregation_ffn_dim)
 
     def _build_lower(self, input_shape):
         self.lower_attentions, self.lower_norms = [], []
@@ -57,24 +71,12 @@ class _MultiLayerSelfAttention:
                                     for attention, (keys, values) in zip(self.lower_attentions, lower_kv)]
         return self.attention_aggregation(contexts)
 
-    def _lower_config(self):
-        return dict(lower_layers=self.lower_layers, aggregation_ffn_dim=self.aggregation_ffn_dim)
-
 
 @keras.saving.register_keras_serializable(package="tfnmt")
 class MultiLayerEncoderLayer(_MultiLayerSelfAttention, TransformerEncoderLayer):
     """Encoder layer whose self-attention also attends to the inputs of `lower_layers` layers below.
 
     call(x [B, S, d], bias, lower=[inputs of layer l-1, l-2, ...]) -> [B, S, d]."""
-
-    def __init__(self, num_heads, ffn_dim, lower_layers=0, aggregation_ffn_dim=None, **kwargs):
-        super().__init__(num_heads, ffn_dim, **kwargs)
-        self.lower_layers = lower_layers
-        self.aggregation_ffn_dim = aggregation_ffn_dim or ffn_dim
-
-    def build(self, input_shape):
-        super().build(input_shape)
-        self._build_lower(input_shape)
 
     def call(self, x, bias, lower=(), training=False):
         self._check_lower(lower)
@@ -87,9 +89,6 @@ class MultiLayerEncoderLayer(_MultiLayerSelfAttention, TransformerEncoderLayer):
         x = self._residual(x, self.attention_norm, attend, training)
         return self._residual(x, self.ffn_norm, lambda y: self.ffn(y, training=training), training)
 
-    def get_config(self):
-        return dict(super().get_config(), **self._lower_config())
-
 
 @keras.saving.register_keras_serializable(package="tfnmt")
 class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
@@ -99,15 +98,6 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
     values that each lower attention projected from its lower layer's input at every earlier
     position (`lower_{j}_key`, `lower_{j}_value`): step t appends position t of each.
     """
-
-    def __init__(self, num_heads, ffn_dim, lower_layers=0, aggregation_ffn_dim=None, **kwargs):
-        super().__init__(num_heads, ffn_dim, **kwargs)
-        self.lower_layers = lower_layers
-        self.aggregation_ffn_dim = aggregation_ffn_dim or ffn_dim
-
-    def build(self, input_shape):
-        super().build(input_shape)
-        self._build_lower(input_shape)
 
     def call(self, x, memory, self_bias, memory_bias, lower=(), training=False):
         self._check_lower(lower)
@@ -152,6 +142,3 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
             y, cache["memory_key"], cache["memory_value"], memory_bias), False)
         x = self._residual(x, self.norms[2], self.ffn, False)
         return x, new_cache
-
-    def get_config(self):
-        return dict(super().get_config(), **self._lower_config())
