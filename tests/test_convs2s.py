@@ -22,8 +22,15 @@ def make(**overrides):
 def test_incremental_steps_equal_teacher_forcing(kernel_size):
     model = make(kernel_size=kernel_size)
     state = assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN, atol=1e-5)
-    # Only the last k-1 inputs of each causal convolution are kept.
+    # Only the last k-1 inputs of each causal convolution are kept: the state after decoding
+    # forgets a word further back and remembers one within the window.
     assert state["layer_0"].shape == (2, kernel_size - 1, 24)
+    steps = TARGET_IN.shape[1]
+    for position, remembered in ((steps - kernel_size, False), (steps - kernel_size + 1, True)):
+        changed = tf.tensor_scatter_nd_update(TARGET_IN, [[0, position]], [40])
+        other = assert_incremental_equals_teacher_forcing(model, SOURCE, changed, atol=1e-5)
+        differs = np.abs(other["layer_0"][0].numpy() - state["layer_0"][0].numpy()).max() > 1e-6
+        assert differs == remembered, (position, remembered)
 
 
 def test_decoder_is_causal_and_source_padding_is_masked():

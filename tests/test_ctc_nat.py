@@ -9,7 +9,7 @@ import tensorflow as tf
 from conftest import events, multi30k_lines, overfit_multi30k, run_cli, tiny_train_flags
 from tfnmt.decoding import ctc
 from tfnmt.errors import ConfigError
-from tfnmt.layers.attention import causal_bias, padding_bias
+from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.state_splitter import StateSplitter
 from tfnmt.layers.transformer_layers import TransformerDecoderLayer
 from tfnmt.models import registry
@@ -64,9 +64,9 @@ def test_non_causal_decoder_sees_future_positions_and_the_autoregressive_one_doe
     x = tf.random.stateless_normal([1, 6, 16], seed=[3, 4])
     changed = tf.concat([x[:, :5], x[:, 5:] + 1.0], axis=1)
     memory = tf.random.stateless_normal([1, 4, 16], seed=[5, 6])
-    memory_bias = padding_bias(tf.ones([1, 4], tf.bool))
+    memory_allowed = key_mask(tf.ones([1, 4], tf.bool))
     layer = TransformerDecoderLayer(num_heads=2, ffn_dim=32, dropout=0.0)
-    causal = [layer(v, memory, causal_bias(6), memory_bias).numpy() for v in (x, changed)]
+    causal = [layer(v, memory, causal_mask(6), memory_allowed).numpy() for v in (x, changed)]
     np.testing.assert_allclose(causal[0][:, :5], causal[1][:, :5], atol=1e-6)
     # The CTC decoder: the same layers with only the padding mask on self-attention.
     model = make("encoder_decoder")

@@ -199,13 +199,13 @@ def test_multi_layer_attention_adds_one_attention_per_lower_layer():
     # The lower layers' inputs matter.
     layer = model.encoder_layers[3]
     x, *lower = tf.unstack(tf.random.stateless_normal([3, B, T, 16], seed=[4, 5]))
-    bias = tf.zeros([1, 1, 1, T])
+    allowed = tf.ones([1, 1, 1, T], tf.bool)
     randomise(layer.attention_aggregation)
-    a = layer(x, bias, lower=lower).numpy()
-    b = layer(x, bias, lower=[lower[0], lower[1] * 2.0 + 1.0]).numpy()
+    a = layer(x, allowed, lower=lower).numpy()
+    b = layer(x, allowed, lower=[lower[0], lower[1] * 2.0 + 1.0]).numpy()
     assert np.abs(a - b).max() > 1e-3
     with pytest.raises(ValueError, match="attends to 2 lower layers, got 1"):
-        layer(x, bias, lower=lower[:1])
+        layer(x, allowed, lower=lower[:1])
     clone = MultiLayerEncoderLayer.from_config(layer.get_config())
     assert clone.lower_layers == 2 and clone.aggregation_ffn_dim == 8
     assert model.get_config()["multi_layer_attention"] == 3

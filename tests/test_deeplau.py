@@ -84,6 +84,11 @@ def test_incremental_decoding_equals_teacher_forcing(name, connection):
     model.build_with_dummy_batch()
     state = assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN, atol=1e-5)
     assert sorted(state) == ["layer_0", "layer_1"] and state["layer_0"].shape == (2, 12)
+    if connection == "none":
+        # The state after decoding is the top layer's last output: softmax(W_o s^top_T).
+        logits = model({"source": SOURCE, "target_in": TARGET_IN})
+        np.testing.assert_allclose(model.output_projection(state["layer_1"]).numpy(),
+                                   logits[:, -1].numpy(), atol=1e-5)
     paths = [v.path for v in model.weights]
     assert len(set(paths)) == len(paths) and all(p.startswith(f"{name}/") for p in paths)
 

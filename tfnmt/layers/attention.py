@@ -1,7 +1,9 @@
 """Multi-head scaled dot-product attention with an incremental key/value cache.
 
-Masks are additive biases broadcast to [B, heads, T_q, T_k]: 0 where attention is allowed and a
-large negative number where it is not (padding, future positions).
+Masks are boolean, broadcast to [B, heads, T_q, T_k]: True where attention is allowed, False
+where it is not (padding, future positions). They are applied with `where` on float32 logits:
+an additive -1e9 bias would be cast by Keras to a float16 compute dtype, where it is -inf, and
+a mask multiplied into it (0 * -inf) is NaN.
 """
 
 import keras
@@ -10,15 +12,20 @@ import tensorflow as tf
 NEG_INF = -1e9
 
 
-def padding_bias(mask):
-    """[B, S] bool (True = real token) -> [B, 1, 1, S] additive bias."""
-    return (1.0 - tf.cast(mask, tf.float32))[:, None, None, :] * NEG_INF
+def key_mask(mask):
+    """[B, S] bool (True = real token) -> [B, 1, 1, S] bool."""
+    return mask[:, None, None, :]
 
 
-def causal_bias(length):
-    """[1, 1, T, T] bias that hides future positions."""
-    allowed = tf.linalg.band_part(tf.ones([length, length]), -1, 0)
-    return ((1.0 - allowed) * NEG_INF)[None, None]
+def causal_mask(length):
+    """[1, 1, T, T] bool that hides future positions."""
+    return tf.linalg.band_part(tf.ones([length, length], tf.bool), -1, 0)[None, None]
+
+
+def masked_logits(logits, allowed):
+    """float32 `logits` with the positions where `allowed` (broadcastable bool) is False set to
+    NEG_INF, exact whatever the compute dtype."""
+    return tf.where(allowed, tf.cast(logits, tf.float32), NEG_INF)
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
@@ -59,29 +66,28 @@ class MultiHeadAttention(keras.layers.Layer):
         """[B, S, d] -> (keys, values), each [B, heads, S, d/heads]."""
         return self._split_heads(self.key_dense(values)), self._split_heads(self.value_dense(values))
 
-    def attend(self, query, keys, values, bias=None, training=False):
+    def attend(self, query, keys, values, allowed=None, training=False):
         """Attention of [B, T, d] queries over projected keys/values; returns [B, T, d]."""
         q = self._split_heads(self.query_dense(query))
         q *= tf.cast(self.depth // self.num_heads, q.dtype) ** -0.5
         logits = tf.matmul(q, keys, transpose_b=True)
-        if bias is not None:
-            logits += tf.cast(bias, logits.dtype)
-        weights = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+        weights = tf.nn.softmax(tf.cast(logits, tf.float32) if allowed is None
+                                else masked_logits(logits, allowed), axis=-1)
         weights = self.dropout_layer(tf.cast(weights, values.dtype), training=training)
         context = tf.matmul(weights, values)
         batch, length = tf.shape(context)[0], tf.shape(context)[2]
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, self.depth])
         return self.output_dense(context)
 
-    def call(self, query, value=None, bias=None, cache=None, training=False):
+    def call(self, query, value=None, allowed=None, cache=None, training=False):
         """Self-attention when `value` is None. With `cache` ({"key", "value"} of earlier steps),
         the new keys/values are appended and the updated cache is returned as a second output."""
         keys, values = self.project_key_value(query if value is None else value)
         if cache is None:
-            return self.attend(query, keys, values, bias, training)
+            return self.attend(query, keys, values, allowed, training)
         keys = tf.concat([cache["key"], keys], axis=2)
         values = tf.concat([cache["value"], values], axis=2)
-        return self.attend(query, keys, values, bias, training), {"key": keys, "value": values}
+        return self.attend(query, keys, values, allowed, training), {"key": keys, "value": values}
 
     def empty_cache(self, batch_size, dtype=tf.float32):
         shape = [batch_size, self.num_heads, 0, self.depth // self.num_heads]

@@ -13,14 +13,13 @@ and reused at every decoding step, as the decoder's incremental state does not d
 import keras
 import tensorflow as tf
 
-from tfnmt.layers.attention import NEG_INF
+from tfnmt.layers.attention import masked_logits
 
 
 def attend(query, keys, values, mask):
     """query [B, T, a], keys/values [B, S, a], mask [B, S] -> [B, T, a]."""
-    scores = tf.matmul(query, keys, transpose_b=True)
-    scores += (1.0 - tf.cast(mask, scores.dtype))[:, None, :] * NEG_INF
-    weights = tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1)
+    scores = masked_logits(tf.matmul(query, keys, transpose_b=True), mask[:, None, :])
+    weights = tf.nn.softmax(scores, axis=-1)
     return tf.matmul(tf.cast(weights, values.dtype), values)
 
 

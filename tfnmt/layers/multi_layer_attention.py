@@ -64,10 +64,10 @@ class _MultiLayerSelfAttention:
             lower = [norm(x) for norm, x in zip(self.lower_norms, lower)]
         return [attention.project_key_value(x) for attention, x in zip(self.lower_attentions, lower)]
 
-    def _aggregate(self, own_context, y, lower_kv, bias, training):
+    def _aggregate(self, own_context, y, lower_kv, allowed, training):
         if not lower_kv:
             return own_context
-        contexts = [own_context] + [attention.attend(y, keys, values, bias, training=training)
+        contexts = [own_context] + [attention.attend(y, keys, values, allowed, training=training)
                                     for attention, (keys, values) in zip(self.lower_attentions, lower_kv)]
         return self.attention_aggregation(contexts)
 
@@ -76,15 +76,15 @@ class _MultiLayerSelfAttention:
 class MultiLayerEncoderLayer(_MultiLayerSelfAttention, TransformerEncoderLayer):
     """Encoder layer whose self-attention also attends to the inputs of `lower_layers` layers below.
 
-    call(x [B, S, d], bias, lower=[inputs of layer l-1, l-2, ...]) -> [B, S, d]."""
+    call(x [B, S, d], allowed, lower=[inputs of layer l-1, l-2, ...]) -> [B, S, d]."""
 
-    def call(self, x, bias, lower=(), training=False):
+    def call(self, x, allowed, lower=(), training=False):
         self._check_lower(lower)
         lower_kv = self._lower_keys_values(lower)
 
         def attend(y):
-            own = self.self_attention(y, bias=bias, training=training)
-            return self._aggregate(own, y, lower_kv, bias, training)
+            own = self.self_attention(y, allowed=allowed, training=training)
+            return self._aggregate(own, y, lower_kv, allowed, training)
 
         x = self._residual(x, self.attention_norm, attend, training)
         return self._residual(x, self.ffn_norm, lambda y: self.ffn(y, training=training), training)
@@ -99,18 +99,18 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
     position (`lower_{j}_key`, `lower_{j}_value`): step t appends position t of each.
     """
 
-    def call(self, x, memory, self_bias, memory_bias, lower=(), training=False):
+    def call(self, x, memory, self_allowed, memory_allowed, lower=(), training=False):
         self._check_lower(lower)
         lower_kv = self._lower_keys_values(lower)
 
         def attend(y):
-            own = self.self_attention(y, bias=self_bias, training=training)
-            return self._aggregate(own, y, lower_kv, self_bias, training)
+            own = self.self_attention(y, allowed=self_allowed, training=training)
+            return self._aggregate(own, y, lower_kv, self_allowed, training)
 
         x = self._residual(x, self.norms[0], attend, training)
         keys, values = self.cross_attention.project_key_value(memory)
         x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
-            y, keys, values, memory_bias, training=training), training)
+            y, keys, values, memory_allowed, training=training), training)
         return self._residual(x, self.norms[2], lambda y: self.ffn(y, training=training), training)
 
     def initial_cache(self, memory):
@@ -120,7 +120,7 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
             cache[f"lower_{j}_key"], cache[f"lower_{j}_value"] = empty["key"], empty["value"]
         return cache
 
-    def step(self, x, cache, memory_bias, lower=()):
+    def step(self, x, cache, memory_allowed, lower=()):
         """x: [N, 1, d], lower: the lower layers' inputs at this position -> ([N, 1, d], cache)."""
         self._check_lower(lower)
         new_cache = dict(cache)
@@ -139,6 +139,6 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
 
         x = self._residual(x, self.norms[0], attend, False)
         x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
-            y, cache["memory_key"], cache["memory_value"], memory_bias), False)
+            y, cache["memory_key"], cache["memory_value"], memory_allowed), False)
         x = self._residual(x, self.norms[2], self.ffn, False)
         return x, new_cache

@@ -68,9 +68,9 @@ class TransformerEncoderLayer(_Sublayers):
         self.attention_norm.build(input_shape)
         self.ffn_norm.build(input_shape)
 
-    def call(self, x, bias, training=False):
+    def call(self, x, allowed, training=False):
         x = self._residual(x, self.attention_norm,
-                           lambda y: self.self_attention(y, bias=bias, training=training), training)
+                           lambda y: self.self_attention(y, allowed=allowed, training=training), training)
         return self._residual(x, self.ffn_norm, lambda y: self.ffn(y, training=training), training)
 
 
@@ -95,12 +95,12 @@ class TransformerDecoderLayer(_Sublayers):
             norm.build(input_shape)
             self.norms.append(norm)
 
-    def call(self, x, memory, self_bias, memory_bias, training=False):
+    def call(self, x, memory, self_allowed, memory_allowed, training=False):
         x = self._residual(x, self.norms[0],
-                           lambda y: self.self_attention(y, bias=self_bias, training=training), training)
+                           lambda y: self.self_attention(y, allowed=self_allowed, training=training), training)
         keys, values = self.cross_attention.project_key_value(memory)
         x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
-            y, keys, values, memory_bias, training=training), training)
+            y, keys, values, memory_allowed, training=training), training)
         return self._residual(x, self.norms[2], lambda y: self.ffn(y, training=training), training)
 
     def initial_cache(self, memory):
@@ -109,7 +109,7 @@ class TransformerDecoderLayer(_Sublayers):
         return {"self_key": cache["key"], "self_value": cache["value"],
                 "memory_key": keys, "memory_value": values}
 
-    def step(self, x, cache, memory_bias):
+    def step(self, x, cache, memory_allowed):
         """x: [N, 1, d] -> ([N, 1, d], updated cache)."""
         new_self = {}
 
@@ -121,6 +121,6 @@ class TransformerDecoderLayer(_Sublayers):
 
         x = self._residual(x, self.norms[0], self_attend, False)
         x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
-            y, cache["memory_key"], cache["memory_value"], memory_bias), False)
+            y, cache["memory_key"], cache["memory_value"], memory_allowed), False)
         x = self._residual(x, self.norms[2], self.ffn, False)
         return x, dict(cache, self_key=new_self["key"], self_value=new_self["value"])

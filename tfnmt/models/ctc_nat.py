@@ -33,7 +33,7 @@ import tensorflow as tf
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from tfnmt.decoding import ctc
 from tfnmt.errors import ConfigError
-from tfnmt.layers.attention import NEG_INF, padding_bias
+from tfnmt.layers.attention import NEG_INF, key_mask
 from tfnmt.layers.position import SinusoidalPosition
 from tfnmt.layers.state_splitter import StateSplitter
 from tfnmt.layers.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
@@ -110,9 +110,9 @@ class CTCNonAutoregressive(Seq2SeqModel):
         mask = self.padding_mask(source)
         x = self.source_embedding(source) * tf.cast(self.d_model ** 0.5, self.compute_dtype)
         x = self.embedding_dropout(self.position(x), training=training)
-        bias = padding_bias(mask)
+        allowed = key_mask(mask)
         for layer in self.encoder_layers:
-            x = layer(x, bias, training=training)
+            x = layer(x, allowed, training=training)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
         return {"outputs": x, "mask": mask}
@@ -133,10 +133,10 @@ class CTCNonAutoregressive(Seq2SeqModel):
             states = self.position(states)
         states = self.split_dropout(states, training=training)
         if self.decoder_layers:
-            self_bias = padding_bias(mask)  # no causal mask: each state attends to all others
-            memory_bias = padding_bias(memory["mask"])
+            self_allowed = key_mask(mask)  # no causal mask: each state attends to all others
+            memory_allowed = key_mask(memory["mask"])
             for layer in self.decoder_layers:
-                states = layer(states, memory["outputs"], self_bias, memory_bias, training=training)
+                states = layer(states, memory["outputs"], self_allowed, memory_allowed, training=training)
             if self.decoder_norm is not None:
                 states = self.decoder_norm(states)
         return self._logits(states)

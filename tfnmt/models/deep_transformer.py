@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from tfnmt.errors import ConfigError
 from tfnmt.layers.aggregation import STRATEGIES, LayerAggregation
-from tfnmt.layers.attention import causal_bias, padding_bias
+from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.multi_layer_attention import MultiLayerDecoderLayer, MultiLayerEncoderLayer
 from tfnmt.models.registry import register
 from tfnmt.models.transformer import Transformer
@@ -125,12 +125,12 @@ class DeepTransformer(Transformer):
 
     def step(self, ids, time, state, memory):
         x = self._embed(self.target_embedding, ids[:, None], offset=time)
-        memory_bias = padding_bias(memory["mask"])
+        memory_allowed = key_mask(memory["mask"])
         new_state = {}
 
         def layer_fn(i, inputs):
             out, new_state[f"layer_{i}"] = self.decoder_layers[i].step(
-                inputs[i], state[f"layer_{i}"], memory_bias, lower=self._lower(inputs, i))
+                inputs[i], state[f"layer_{i}"], memory_allowed, lower=self._lower(inputs, i))
             return out
 
         x, _ = self.decoder_aggregation.run(x, layer_fn)
@@ -142,11 +142,11 @@ class DeepTransformer(Transformer):
     def _encode(self, source, training):
         """(memory, [H^1..H^L] of the encoder)."""
         mask = self.padding_mask(source)
-        bias = padding_bias(mask)
+        allowed = key_mask(mask)
         x = self._embed(self.source_embedding, source, training=training)
 
         def layer_fn(i, inputs):
-            return self.encoder_layers[i](inputs[i], bias, lower=self._lower(inputs, i), training=training)
+            return self.encoder_layers[i](inputs[i], allowed, lower=self._lower(inputs, i), training=training)
 
         x, states = self.encoder_aggregation.run(x, layer_fn)
         if self.encoder_norm is not None:
@@ -156,11 +156,11 @@ class DeepTransformer(Transformer):
     def _decode(self, memory, target_in, training):
         """(logits, [H^1..H^L] of the decoder)."""
         x = self._embed(self.target_embedding, target_in, training=training)
-        self_bias = causal_bias(tf.shape(target_in)[1])
-        memory_bias = padding_bias(memory["mask"])
+        self_allowed = causal_mask(tf.shape(target_in)[1])
+        memory_allowed = key_mask(memory["mask"])
 
         def layer_fn(i, inputs):
-            return self.decoder_layers[i](inputs[i], memory["outputs"], self_bias, memory_bias,
+            return self.decoder_layers[i](inputs[i], memory["outputs"], self_allowed, memory_allowed,
                                           lower=self._lower(inputs, i), training=training)
 
         x, states = self.decoder_aggregation.run(x, layer_fn)

@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 
 from tfnmt.errors import ConfigError
-from tfnmt.layers.attention import NEG_INF
+from tfnmt.layers.attention import masked_logits
 from tfnmt.layers.lau import LAUCell
 from tfnmt.models.base import Seq2SeqModel
 from tfnmt.models.registry import register
@@ -139,9 +139,8 @@ class DeepLAU(Seq2SeqModel):
         """Context [N, width] from the first layer's previous state s1 and embedding y."""
         query = self.decoder_attention_query(s1) + self.decoder_attention_embedding(y)
         scores = self.decoder_attention_v(tf.tanh(memory["keys"] + query[:, None]))[:, :, 0]
-        scores += (1.0 - tf.cast(memory["mask"], scores.dtype)) * NEG_INF
-        weights = tf.nn.softmax(scores, axis=-1)
-        return tf.einsum("ns,nsd->nd", weights, memory["outputs"])
+        weights = tf.nn.softmax(masked_logits(scores, memory["mask"]), axis=-1)
+        return tf.einsum("ns,nsd->nd", tf.cast(weights, memory["outputs"].dtype), memory["outputs"])
 
     def _step(self, y, state, memory):
         """y [N, E] (embedded y_{t-1}) -> (top features [N, width], new state)."""

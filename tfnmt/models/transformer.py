@@ -4,7 +4,7 @@ CTC models."""
 import keras
 import tensorflow as tf
 
-from tfnmt.layers.attention import causal_bias, padding_bias
+from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.position import SinusoidalPosition
 from tfnmt.layers.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 from tfnmt.models.base import Seq2SeqModel
@@ -80,20 +80,20 @@ class Transformer(Seq2SeqModel):
 
     def encode(self, source, training=False):
         mask = self.padding_mask(source)
-        bias = padding_bias(mask)
+        allowed = key_mask(mask)
         x = self._embed(self.source_embedding, source, training=training)
         for layer in self.encoder_layers:
-            x = layer(x, bias, training=training)
+            x = layer(x, allowed, training=training)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
         return {"outputs": x, "mask": mask}
 
     def decode(self, memory, target_in, training=False):
         x = self._embed(self.target_embedding, target_in, training=training)
-        self_bias = causal_bias(tf.shape(target_in)[1])
-        memory_bias = padding_bias(memory["mask"])
+        self_allowed = causal_mask(tf.shape(target_in)[1])
+        memory_allowed = key_mask(memory["mask"])
         for layer in self.decoder_layers:
-            x = layer(x, memory["outputs"], self_bias, memory_bias, training=training)
+            x = layer(x, memory["outputs"], self_allowed, memory_allowed, training=training)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         return self._logits(x)
@@ -104,10 +104,10 @@ class Transformer(Seq2SeqModel):
 
     def step(self, ids, time, state, memory):
         x = self._embed(self.target_embedding, ids[:, None], offset=time)
-        memory_bias = padding_bias(memory["mask"])
+        memory_allowed = key_mask(memory["mask"])
         new_state = {}
         for i, layer in enumerate(self.decoder_layers):
-            x, new_state[f"layer_{i}"] = layer.step(x, state[f"layer_{i}"], memory_bias)
+            x, new_state[f"layer_{i}"] = layer.step(x, state[f"layer_{i}"], memory_allowed)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         return self._logits(x[:, 0]), new_state

@@ -41,11 +41,25 @@ def _by_path(variables, drop_prefix=False):
     return bag
 
 
+def _optimizer_variables(optimizer):
+    # Under a mixed_float16 policy Keras wraps the optimizer in a LossScaleOptimizer, whose own
+    # variables (its loss scale, its step counter) have the same names as the inner optimizer's
+    # once the prefix is dropped. The inner optimizer keeps the keys a float32 run writes; the
+    # wrapper's own go under "loss_scale/".
+    inner = getattr(optimizer, "inner_optimizer", None)
+    if inner is None:
+        return _by_path(optimizer.variables, drop_prefix=True)
+    inner_ids = {id(v) for v in inner.variables}
+    own = [v for v in optimizer.variables if id(v) not in inner_ids]
+    return dict(_by_path(inner.variables, drop_prefix=True),
+                **{f"loss_scale/{k}": v for k, v in _by_path(own, drop_prefix=True).items()})
+
+
 def trackables(model, optimizer=None, **extra):
     """What a checkpoint holds: model weights, optimizer state, data position, extras."""
     objects = {"model": _by_path(model.weights), "data_position": model.data_position}
     if optimizer is not None:
-        objects["optimizer"] = _by_path(optimizer.variables, drop_prefix=True)
+        objects["optimizer"] = _optimizer_variables(optimizer)
     objects.update(extra)
     return objects
 
