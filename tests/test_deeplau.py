@@ -27,12 +27,8 @@ def random_weights(cell, seed=0):
         w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
 
 
-def test_lau_cell_is_equation_6_to_8():
-    cell = LAUCell(4)
-    cell.build((None, 3))
-    random_weights(cell)
-    x = np.random.default_rng(1).normal(size=(2, 3)).astype(np.float32)
-    h = np.random.default_rng(2).normal(size=(2, 4)).astype(np.float32)
+def numpy_lau(cell, x, h):
+    """Eq. 6-8 on the cell's weights."""
     Wx, Wh, b = (w.numpy() for w in (cell.input_kernel, cell.recurrent_kernel, cell.bias))
     Wxr, Wxz, Wxg, Wxh, Wlin = np.split(Wx, 5, axis=1)
     Whr, Whz, Whg, Whh = np.split(Wh, 4, axis=1)
@@ -41,7 +37,32 @@ def test_lau_cell_is_equation_6_to_8():
     z = sigmoid(x @ Wxz + h @ Whz + bz)
     g = sigmoid(x @ Wxg + h @ Whg + bg)
     candidate = np.tanh((1 - r) * (x @ Wxh) + r * (h @ Whh) + bh)
-    expected = ((1 - z) * h + z * candidate) * (1 - g) + g * (x @ Wlin)
+    return ((1 - z) * h + z * candidate) * (1 - g) + g * (x @ Wlin)
+
+
+def numpy_gru(cell, x, h):
+    """The paper's GRU, eq. 2-5, on a Keras GRUCell's weights (columns z, r, h). Keras's update
+    gate is the paper's 1 - z: z_paper = sigmoid(-(W_xz x + W_hz h + b_z))."""
+    (Wxz, Wxr, Wxh), (Whz, Whr, Whh) = (np.split(w.numpy(), 3, axis=1)
+                                        for w in (cell.kernel, cell.recurrent_kernel))
+    bz, br, bh = np.split(cell.bias.numpy(), 3)
+    z = sigmoid(-(x @ Wxz + h @ Whz + bz))
+    r = sigmoid(x @ Wxr + h @ Whr + br)
+    candidate = np.tanh(x @ Wxh + (r * h) @ Whh + bh)      # eq. 3: W_hh (r * h)
+    return (1 - z) * h + z * candidate                       # eq. 2
+
+
+def numpy_cell(cell, x, h):
+    return numpy_lau(cell, x, h) if isinstance(cell, LAUCell) else numpy_gru(cell, x, h)
+
+
+def test_lau_cell_is_equation_6_to_8():
+    cell = LAUCell(4)
+    cell.build((None, 3))
+    random_weights(cell)
+    x = np.random.default_rng(1).normal(size=(2, 3)).astype(np.float32)
+    h = np.random.default_rng(2).normal(size=(2, 4)).astype(np.float32)
+    expected = numpy_lau(cell, x, h)
     out, (state,) = cell(tf.constant(x), [tf.constant(h)])
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(state.numpy(), expected, rtol=1e-5, atol=1e-6)
@@ -76,6 +97,58 @@ def test_lau_cell_runs_in_keras_rnn_and_round_trips_its_config():
 
 
 GRID = list(itertools.product(["deeplau", "deepgru"], ["none", "residual", "fast_forward"]))
+
+
+def test_deepgru_cell_is_the_papers_equation_2_to_5():
+    model = registry.get("deepgru")(50, 60, **TINY)
+    cell = model.decoder_cells[1]
+    random_weights(cell)
+    x = np.random.default_rng(1).normal(size=(2, 12)).astype(np.float32)
+    h = np.random.default_rng(2).normal(size=(2, 12)).astype(np.float32)
+    out, _ = cell(tf.constant(x), [tf.constant(h)])
+    np.testing.assert_allclose(out.numpy(), numpy_gru(cell, x, h), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,connection", GRID)
+def test_encoder_stack_connections_are_the_papers(name, connection):
+    """The whole encoder in numpy: alternating directions, then none (x_{l+1} = h_l), residual
+    (x_{l+1} = h_l + x_l above the first layer) or fast-forward (x_{l+1} = [h_l; W_f x_l])."""
+    model = registry.get(name)(50, 60, stack_connection=connection, **TINY)
+    model.build_with_dummy_batch()
+    for i, cell in enumerate(model.encoder_cells):
+        random_weights(cell, seed=i)
+    source = tf.constant([[5, 6, 7, 8, 3]])
+    x = model.source_embedding(source).numpy()[0]
+    for i, cell in enumerate(model.encoder_cells):
+        order = range(len(x)) if i % 2 == 0 else reversed(range(len(x)))
+        h, outputs = np.zeros((1, 12), np.float32), np.zeros((len(x), 12), np.float32)
+        for t in order:
+            h = numpy_cell(cell, x[t][None], h)
+            outputs[t] = h[0]
+        if connection == "fast_forward":
+            x = np.concatenate([outputs, x @ model.encoder_fast[i].kernel.numpy()], axis=-1)
+        elif connection == "residual" and i > 0:
+            x = outputs + x
+        else:
+            x = outputs
+    np.testing.assert_allclose(model.encode(source)["outputs"][0].numpy(), x, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["deeplau", "deepgru"])
+def test_paper_initialisation_draws_every_matrix_from_n_0_0_04(name):
+    sizes = dict(TINY, embed_dim=64, hidden_dim=64, attention_dim=64)
+    model = registry.get(name)(300, 300, init_stddev=0.04, **sizes)
+    model.build_with_dummy_batch()
+    default = registry.get(name)(300, 300, **sizes)
+    default.build_with_dummy_batch()
+    for weight, other in zip(model.weights, default.weights):
+        values = weight.numpy()
+        if "bias" in weight.path:
+            assert not values.any(), weight.path
+        elif values.size >= 64 * 64:
+            assert abs(values.mean()) < 0.004 and abs(values.std() - 0.04) < 0.004, weight.path
+            # Keras's defaults differ (Glorot uniform or orthogonal): the option is what acts.
+            assert abs(other.numpy().std() - 0.04) > 0.004, other.path
 
 
 @pytest.mark.parametrize("name,connection", GRID)

@@ -18,9 +18,12 @@ import tensorflow as tf
 class LAUCell(keras.layers.Layer):
     """One step: (x [N, in], [h [N, units]]) -> (h', [h']). Works in `keras.layers.RNN` and alone."""
 
-    def __init__(self, units, **kwargs):
+    def __init__(self, units, kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
+                 **kwargs):
         super().__init__(**kwargs)
         self.units = units
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
         self.state_size = units
         self.output_size = units
 
@@ -28,10 +31,10 @@ class LAUCell(keras.layers.Layer):
         n, u = input_shape[-1], self.units
         # Input projections for r, z, g, the candidate (W_xh) and the linear path (W_x).
         self.input_kernel = self.add_weight(name="input_kernel", shape=(n, 5 * u),
-                                            initializer="glorot_uniform")
+                                            initializer=self.kernel_initializer)
         # Recurrent projections for r, z, g and the candidate (W_hh).
         self.recurrent_kernel = self.add_weight(name="recurrent_kernel", shape=(u, 4 * u),
-                                                initializer="orthogonal")
+                                                initializer=self.recurrent_initializer)
         self.bias = self.add_weight(name="bias", shape=(4 * u,), initializer="zeros")
 
     def call(self, inputs, states, training=False):
@@ -47,4 +50,6 @@ class LAUCell(keras.layers.Layer):
         return new_h, [new_h]
 
     def get_config(self):
-        return dict(super().get_config(), units=self.units)
+        return dict(super().get_config(), units=self.units,
+                    kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+                    recurrent_initializer=keras.initializers.serialize(self.recurrent_initializer))

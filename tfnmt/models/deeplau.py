@@ -10,6 +10,8 @@ the FIRST decoder layer's previous state and the previous target embedding.
 Decoder: `decoder_layers` forward layers; layer 1 reads [c_t; y_{t-1}]; the prediction is
 softmax(W_o dropout(s^top_t)).
 
+The GRU cell is the paper's eq. 2-5 (the reset gate applies before the recurrent matrix), and
+`--init_stddev=0.04` gives the paper's N(0, 0.04^2) initialisation of every weight matrix.
 Flags choose the paper's comparison rows: `--cell=lau|gru`, and `--stack_connection=none|residual|
 fast_forward` between stacked layers (residual: x_{l+1} = h_l + x_l; fast-forward, Zhou et al.
 2016: x_{l+1} = [h_l; W_f x_l], a linear path around each layer, the first one included). A
@@ -33,10 +35,24 @@ CELLS = ("lau", "gru")
 CONNECTIONS = ("none", "residual", "fast_forward")
 
 
-def _cell(kind, units, name):
+def _initializers(stddev):
+    """Keyword arguments for (dense kernels, embeddings, recurrent cells): the paper's
+    N(0, stddev^2) for every weight matrix, or Keras's defaults (Glorot uniform, orthogonal
+    recurrent kernels) with stddev 0. Biases start at zero either way. A fresh initializer per
+    weight: a reused unseeded Keras initializer repeats its values."""
+    if not stddev:
+        return (lambda: {}), (lambda: {}), (lambda: {})
+    normal = lambda: keras.initializers.RandomNormal(stddev=stddev)  # noqa: E731
+    return (lambda: {"kernel_initializer": normal()}, lambda: {"embeddings_initializer": normal()},
+            lambda: {"kernel_initializer": normal(), "recurrent_initializer": normal()})
+
+
+def _cell(kind, units, name, init):
     if kind == "lau":
-        return LAUCell(units, name=name)
-    return keras.layers.GRUCell(units, name=name)
+        return LAUCell(units, name=name, **init())
+    # The paper's eq. 3 resets the state before the recurrent matrix, W_hh (r * h): Keras's
+    # reset_after=False. (Keras's update gate z is the paper's 1 - z: the same function.)
+    return keras.layers.GRUCell(units, reset_after=False, name=name, **init())
 
 
 @register("deeplau")
@@ -51,6 +67,8 @@ class DeepLAU(Seq2SeqModel):
         "attention_dim": (512, "additive attention width"),
         "dropout": (0.2, "dropout on the word embeddings"),
         "output_dropout": (0.5, "dropout on the top decoder state before the softmax layer"),
+        "init_stddev": (0.0, "draw every weight matrix from N(0, init_stddev^2), as the paper "
+                             "does with 0.04 (0 = Keras's Glorot / orthogonal defaults)"),
     }
     FIXED = {}
 
@@ -68,8 +86,13 @@ class DeepLAU(Seq2SeqModel):
         self.settings = h
         E, H, A = h["embed_dim"], h["hidden_dim"], h["attention_dim"]
         self.connection = h["stack_connection"]
-        self.source_embedding = keras.layers.Embedding(source_vocab_size, E, name="source_embedding")
-        self.target_embedding = keras.layers.Embedding(target_vocab_size, E, name="target_embedding")
+        if h["init_stddev"] < 0:
+            raise ConfigError(f"--init_stddev must be >= 0, got {h['init_stddev']}")
+        dense, embedding, recurrent = _initializers(h["init_stddev"])
+        self.source_embedding = keras.layers.Embedding(source_vocab_size, E, name="source_embedding",
+                                                       **embedding())
+        self.target_embedding = keras.layers.Embedding(target_vocab_size, E, name="target_embedding",
+                                                       **embedding())
         self.dropout = keras.layers.Dropout(h["dropout"])
         self.output_dropout = keras.layers.Dropout(h["output_dropout"])
         stacked = 2 * H if self.connection == "fast_forward" else H  # width between layers
@@ -82,29 +105,31 @@ class DeepLAU(Seq2SeqModel):
                 layer.build((None, width))
             return layer
 
-        self.encoder_cells = [built(_cell(h["cell"], H, f"encoder_cell_{i}"), E if i == 0 else stacked)
+        def linear(units, name, width, **kwargs):
+            return built(keras.layers.Dense(units, name=name, **kwargs, **dense()), width)
+
+        def cell(name, width):
+            return built(_cell(h["cell"], H, name, recurrent), width)
+
+        self.encoder_cells = [cell(f"encoder_cell_{i}", E if i == 0 else stacked)
                               for i in range(h["encoder_layers"])]
         self.encoder_rnns = [keras.layers.RNN(c, return_sequences=True, name=f"encoder_rnn_{i}")
                              for i, c in enumerate(self.encoder_cells)]
-        self.decoder_cells = [built(_cell(h["cell"], H, f"decoder_cell_{i}"), stacked + E if i == 0 else stacked)
+        self.decoder_cells = [cell(f"decoder_cell_{i}", stacked + E if i == 0 else stacked)
                               for i in range(h["decoder_layers"])]
         self.encoder_fast = self.decoder_fast = []
         if self.connection == "fast_forward":
-            self.encoder_fast = [built(keras.layers.Dense(H, use_bias=False, name=f"encoder_fast_{i}"),
-                                       E if i == 0 else stacked) for i in range(h["encoder_layers"])]
-            self.decoder_fast = [built(keras.layers.Dense(H, use_bias=False, name=f"decoder_fast_{i}"),
-                                       stacked + E if i == 0 else stacked)
-                                 for i in range(h["decoder_layers"])]
-        self.decoder_init = [built(keras.layers.Dense(H, activation="tanh", name=f"decoder_init_{i}"),
-                                   stacked) for i in range(h["decoder_layers"])]
-        self.decoder_attention_query = built(keras.layers.Dense(A, use_bias=False,
-                                                                name="decoder_attention_query"), H)
-        self.decoder_attention_embedding = built(keras.layers.Dense(A, use_bias=False,
-                                                                    name="decoder_attention_embedding"), E)
-        self.decoder_attention_keys = built(keras.layers.Dense(A, name="decoder_attention_keys"), stacked)
-        self.decoder_attention_v = built(keras.layers.Dense(1, use_bias=False, name="decoder_attention_v"), A)
-        self.output_projection = built(keras.layers.Dense(target_vocab_size, name="output_projection"),
-                                       stacked)
+            self.encoder_fast = [linear(H, f"encoder_fast_{i}", E if i == 0 else stacked, use_bias=False)
+                                 for i in range(h["encoder_layers"])]
+            self.decoder_fast = [linear(H, f"decoder_fast_{i}", stacked + E if i == 0 else stacked,
+                                        use_bias=False) for i in range(h["decoder_layers"])]
+        self.decoder_init = [linear(H, f"decoder_init_{i}", stacked, activation="tanh")
+                             for i in range(h["decoder_layers"])]
+        self.decoder_attention_query = linear(A, "decoder_attention_query", H, use_bias=False)
+        self.decoder_attention_embedding = linear(A, "decoder_attention_embedding", E, use_bias=False)
+        self.decoder_attention_keys = linear(A, "decoder_attention_keys", stacked)
+        self.decoder_attention_v = linear(1, "decoder_attention_v", A, use_bias=False)
+        self.output_projection = linear(target_vocab_size, "output_projection", stacked)
 
     def _connect(self, i, x, h, fast):
         """The input of the layer above layer i, from layer i's input x and output h."""
