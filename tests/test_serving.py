@@ -22,7 +22,8 @@ from tfnmt.serving import config as config_lib
 from tfnmt.serving import server as server_lib
 from tfnmt.serving.batching import Batcher
 from tfnmt.serving.client import ServerError, ServingClient, load_test
-from tfnmt.serving.rest import format_float
+from tfnmt.serving.models import ModelManager
+from tfnmt.serving.rest import RestApi, format_float
 from tfnmt.serving.status import ServingError
 from tfnmt.training import checkpoints
 
@@ -199,6 +200,85 @@ def test_a_new_version_is_picked_up_without_restart(server, exports):
     assert requests.get(f"{server}/v1/models/greedy/metadata", timeout=30).json()["model_spec"]["version"] == "2"
     assert _post(f"{server}/v1/models/greedy/versions/2:predict", {"instances": ["a cat"]}).status_code == 200
     assert _post(f"{server}/v1/models/greedy/versions/1:predict", {"instances": ["a cat"]}).status_code == 404
+
+
+def _wsgi(app, method, path, body=None):
+    """(HTTP status, JSON answer) of one request to the REST application, in this process."""
+    import io
+    data = json.dumps(body).encode() if body is not None else b""
+    answer = {}
+    out = app({"REQUEST_METHOD": method, "PATH_INFO": path, "CONTENT_LENGTH": str(len(data)),
+               "wsgi.input": io.BytesIO(data)}, lambda status, headers: answer.update(status=status))
+    return int(answer["status"].split()[0]), json.loads(b"".join(out))
+
+
+def test_a_version_that_fails_to_load_never_takes_the_model_down(exports, tmp_path, caplog):
+    base, _ = exports
+    good = os.path.join(base, "greedy", "1")
+    root = tmp_path / "models"
+    shutil.copytree(good, root / "m" / "1")
+    manager = ModelManager(export_dir=str(root))
+    manager.start(0)  # polled by hand below
+    app = RestApi(manager)
+    try:
+        def answered_by():
+            status, answer = _wsgi(app, "POST", "/v1/models/m:predict", {"instances": ["a cat"]})
+            assert status == 200, answer
+            return _wsgi(app, "GET", "/v1/models/m/metadata")[1]["model_spec"]["version"]
+
+        def states():
+            status, answer = _wsgi(app, "GET", "/v1/models/m")
+            assert status == 200, answer
+            return {s["version"]: (s["state"], s["status"]["error_code"], s["status"]["error_message"])
+                    for s in answer["model_version_status"]}
+
+        assert answered_by() == "1"
+        # A half-written version 2: version 1 keeps answering; 2's error is in the status.
+        (root / "m" / "2").mkdir()
+        (root / "m" / "2" / "saved_model.pb").write_bytes(b"")
+        with caplog.at_level("INFO"):
+            for _ in range(3):
+                manager.poll()
+        assert answered_by() == "1"
+        state, code, message = states()["2"]
+        assert (state, code) == ("END", "NOT_FOUND") and str(root / "m" / "2") in message, message
+        assert states()["1"] == ("AVAILABLE", "OK", "")
+        # ... and it is not retried while its files stay the same: one error, not one per poll.
+        assert sum("version 2 failed to load" in r.getMessage() for r in caplog.records) == 1
+        # A TFLite export in the same directory is not a SavedModel: ignored, with one log line.
+        (root / "m" / "3").mkdir()
+        (root / "m" / "3" / "model.tflite").write_bytes(b"TFL3")
+        (root / "m" / "3" / "spm.model").write_bytes(b"spm")
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            for _ in range(3):
+                manager.poll()
+        assert answered_by() == "1" and "3" not in states()
+        ignored = [r.getMessage() for r in caplog.records if "m version 3" in r.getMessage()]
+        assert len(ignored) == 1 and "TFLite" in ignored[0] and "ignored" in ignored[0], ignored
+        # Completing version 2 changes its files: it is retried, loads, and replaces version 1.
+        os.remove(root / "m" / "2" / "saved_model.pb")
+        shutil.copytree(good, root / "m" / "2", dirs_exist_ok=True)
+        manager.poll()
+        assert answered_by() == "2"
+        assert states()["2"] == ("AVAILABLE", "OK", "") and states()["1"][0] == "END"
+    finally:
+        manager.close()
+
+
+def test_serve_starts_with_the_last_good_version_when_the_newest_is_broken(exports, tmp_path):
+    base, _ = exports
+    shutil.copytree(os.path.join(base, "greedy", "1"), tmp_path / "m" / "1")
+    (tmp_path / "m" / "2").mkdir()
+    (tmp_path / "m" / "2" / "saved_model.pb").write_bytes(b"not a SavedModel")
+    manager = ModelManager(export_dir=str(tmp_path))
+    try:
+        manager.start(0)
+        assert manager.get("m").version == 1
+        (v2, state2, code2, _), (v1, state1, _, _) = manager.status("m")
+        assert (v2, state2, code2, v1, state1) == (2, "END", "DATA_LOSS", 1, "AVAILABLE")
+    finally:
+        manager.close()
 
 
 # --- without a server -------------------------------------------------------------------------
