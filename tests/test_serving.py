@@ -55,7 +55,7 @@ def server(exports, tmp_path_factory):
     log = str(tmp_path_factory.mktemp("serve") / "serve.log")
     process, url = server_lib.spawn(
         [f"--model_config_file={config}", "--rest_api_port=0", "--file_system_poll_wait_seconds=1",
-         "--max_sentences_per_request=8", "--max_sentence_chars=200", "--max_request_bytes=4096",
+         "--max_sentences_per_request=8", "--max_sentence_chars=200", "--max_request_bytes=8192",
          "--max_batch_size=8", "--batch_timeout_micros=20000"], env=dict(os.environ, PYTHONPATH=REPO),
         log_path=log)
     yield url
@@ -143,27 +143,89 @@ def test_translate_through_the_server_equals_translate_in_process(server, traine
     assert "U+FFFD" in captured.err and ":2: empty line" in captured.err
 
 
-@pytest.mark.parametrize("path,body,status,message", [
+def _b64(data):
+    return {"b64": base64.b64encode(data).decode()}
+
+
+_NAMED_AND_VALUE = "give every instance in the same form"
+
+
+BAD_REQUESTS = [
+    # JSON that does not parse, or is not a request
     ("tiny:predict", b'{"instances": [', 400, "JSON Parse error"),
     ("tiny:predict", b"", 400, "JSON Parse error: The document is empty"),
+    ("tiny:predict", b"[1]", 400, "JSON Value: [1] Is not object"),
+    ("tiny:predict", b'{"instances": ["\xff"]}', 400, "JSON Parse error: Invalid encoding in string. at offset: 16"),
+    ("tiny:predict", b'{"instances": ["\xed\xa0\x80"]}', 400, "JSON Parse error: Invalid encoding in string"),
+    ("tiny:predict", b'{"instances": ' + b"[" * 4000 + b"]" * 4000 + b"}", 400, "JSON Parse error: nested too deeply"),
+    ("tiny:predict", b'{"instances": [' + b"1" * 5000 + b"]}", 400, "JSON Parse error: "),
+    # JSON strings that are not text: a lone UTF-16 surrogate, wherever it is
+    ("tiny:predict", {"instances": ["a", "b\ud800"]}, 400,
+     "JSON Parse error: The surrogate pair in string is invalid: instances[1] has a lone surrogate '\\ud800'"),
+    ("tiny:predict", {"inputs": {"text": ["\udc00"]}}, 400, "inputs.text[0] has a lone surrogate '\\udc00'"),
+    ("tiny:predict", {"signature_name": "\ud800", "instances": ["a"]}, 400, "signature_name has a lone surrogate"),
+    ("tiny:predict", {"instances": [{"t\ud800": "a"}]}, 400, "a key of instances[0] has a lone surrogate"),
+    # base64
+    ("tiny:predict", {"instances": [{"b64": "!!"}]}, 400, "Unable to base64 decode"),
+    ("tiny:predict", {"instances": ["a", _b64(b"ok \xff\xfe")]}, 400,
+     "Failed to process element: 1 of 'instances' list. Error: the {\"b64\": ...} value decodes to "
+     "bytes that are not UTF-8 (byte 0xff at offset 3)"),
+    ("tiny:predict", {"inputs": [_b64(b"\xc3")]}, 400, "input 'text' item 0: the {\"b64\": ...} value decodes to bytes that are not UTF-8"),
+    ("tiny:predict", {"instances": [{"b64": 5}]}, 400, "is not of expected type: string"),
+    # named instances ({"text": ...}) mixed with values (strings, {"b64": ...})
+    ("tiny:predict", {"instances": [{"text": "a"}, _b64(b"b")]}, 400,
+     "'instances' item 1 is a value (a string or {\"b64\": ...}) but item 0 is a named instance"),
+    ("tiny:predict", {"instances": [{"text": "a"}, "b"]}, 400, _NAMED_AND_VALUE),
+    ("tiny:predict", {"instances": ["a", {"text": "b"}]}, 400,
+     "'instances' item 1 is a named instance ({\"text\": ...}) but item 0 is a value"),
+    ("tiny:predict", {"instances": [_b64(b"a"), {"text": "b"}]}, 400, _NAMED_AND_VALUE),
+    ("tiny:predict", {"instances": [{"txt": "a"}]}, 400, "keys must be equal to: text"),
+    # the request's form
     ("tiny:predict", {"signature_name": "nope", "instances": ["a"]}, 400,
      'Serving signature name: "nope" not found in signature def'),
     ("tiny:predict", {"signature_name": 7, "instances": ["a"]}, 400, "'signature_name' key must be a string"),
-    ("tiny:predict", {"instances": ["a"] * 9}, 400, "Request has 9 sentences; this server takes at most 8"),
-    ("tiny:predict", {"instances": ["a " * 101]}, 400, "Sentence 0 has 202 characters"),
-    ("tiny:predict", {"instances": ["a"], "pad": "x" * 5000}, 400, "over this server's limit of 4096 bytes"),
+    ("tiny:predict", {"instances": ["a"], "inputs": ["a"]}, 400, "expecting only one of 'inputs' or 'instances'"),
+    ("tiny:predict", {"instances": "a"}, 400, "Expecting 'instances' to be an list/array"),
     ("tiny:predict", {"instances": [1]}, 400, "is not of expected type: string"),
+    ("tiny:predict", {"instances": [None]}, 400, "Type: Null is not of expected type: string"),
     ("tiny:predict", {"instances": []}, 400, "No values in 'instances' array"),
+    ("tiny:predict", {"inputs": "a"}, 400, "input 'text' must be a list of strings"),
+    ("tiny:predict", {"inputs": {"txt": ["a"]}}, 400, "Missing named input: text in 'inputs' object."),
     ("tiny:predict", {"text": ["a"]}, 400, "Missing 'inputs' or 'instances' key"),
+    # this server's limits, each naming its flag
+    ("tiny:predict", {"instances": ["a"] * 9}, 400,
+     "Request has 9 sentences; this server takes at most 8 per request (--max_sentences_per_request)"),
+    ("tiny:predict", {"instances": ["a " * 101]}, 400,
+     "Sentence 0 has 202 characters; this server takes at most 200 (--max_sentence_chars)"),
+    ("tiny:predict", {"instances": ["a"], "pad": "x" * 9000}, 413,
+     "Request body of 9031 bytes is over this server's limit of 8192 bytes (--max_request_bytes)"),
+    # ... also far over it, where waitress refuses the body before the application sees it
+    ("tiny:predict", b"x" * 200_000, 413, "over this server's limit of 8192 bytes (--max_request_bytes)"),
+    # paths
+    ("tiny:classify", {"instances": ["a"]}, 400, "tfnmt models answer :predict, not :classify"),
+    ("tiny/labels/stable:predict", {"instances": ["a"]}, 400, "Unrecognized servable version label: stable"),
+    ("tiny/versions/99999999999999999999:predict", {"instances": ["a"]}, 400, "Failed to convert version"),
     ("unknown:predict", {"instances": ["a"]}, 404, "Servable not found for request: Latest(unknown)"),
     ("tiny/versions/7:predict", {"instances": ["a"]}, 404, "Servable not found for request: Specific(tiny, 7)"),
-])
-def test_bad_requests_get_tf_servings_status_and_an_error_body(server, path, body, status, message):
+]
+
+
+@pytest.mark.parametrize("path,body,status,message", BAD_REQUESTS,
+                         ids=[f"{i}-{re.sub(r'[^a-z]+', '_', m.lower())[:40]}" for i, (_, _, _, m) in enumerate(BAD_REQUESTS)])
+def test_bad_requests_get_a_4xx_and_a_json_error_naming_the_problem(server, path, body, status, message):
     response = _post(f"{server}/v1/models/{path}", body)
-    assert response.status_code == status
-    assert response.headers["Content-Type"] == "application/json"
+    assert (response.status_code, response.headers["Content-Type"]) == (status, "application/json"), response.text
     error = response.json()
     assert list(error) == ["error"] and message in error["error"], error
+    # The server goes on answering.
+    assert _post(f"{server}/v1/models/tiny:predict", {"instances": ["a cat"]}).status_code == 200
+
+
+def test_plain_and_b64_strings_mix_as_in_tf_serving(server):
+    # TF Serving decodes each {"b64": ...} on its own, so a list may hold both forms.
+    mixed = _post(f"{server}/v1/models/tiny:predict", {"instances": ["a cat", _b64("big house".encode())]})
+    plain = _post(f"{server}/v1/models/tiny:predict", {"instances": ["a cat", "big house"]})
+    assert mixed.status_code == 200 and mixed.json() == plain.json()
 
 
 def test_unknown_model_and_version_status_are_404(server):

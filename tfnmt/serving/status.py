@@ -10,14 +10,11 @@ HTTP_STATUS = {
 
 
 class ServingError(Exception):
-    def __init__(self, code, message):
+    def __init__(self, code, message, http_status=None):
         super().__init__(message)
         self.code = code
         self.message = message
-
-    @property
-    def http_status(self):
-        return HTTP_STATUS[self.code]
+        self.http_status = http_status or HTTP_STATUS[code]
 
 
 def invalid_argument(message):
@@ -30,3 +27,10 @@ def not_found(message):
 
 def unavailable(message):
     return ServingError("UNAVAILABLE", message)
+
+
+def request_too_large(length, limit):
+    # TF Serving has no body limit of its own, so no code of its own for it: HTTP's 413.
+    size = f" of {length} bytes" if length else ""
+    return ServingError("INVALID_ARGUMENT", f"Request body{size} is over this server's limit of "
+                        f"{limit} bytes (--max_request_bytes)", http_status=413)
