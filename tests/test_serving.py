@@ -264,6 +264,95 @@ def test_a_new_version_is_picked_up_without_restart(server, exports):
     assert _post(f"{server}/v1/models/greedy/versions/1:predict", {"instances": ["a cat"]}).status_code == 404
 
 
+def test_translate_through_the_server_cuts_an_over_long_line_and_names_its_line(server, tmp_path, capsys):
+    # The server takes at most 200 characters a sentence (--max_sentence_chars=200).
+    long = " ".join(["the red dog sees a bird"] * 12)
+    lines = ["a cat", "big house", "the old man runs", long, "small tree", "a big red car"]
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n")
+    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+                   f"--output={output}", "--decode_batch_size=2") == 0
+    err = capsys.readouterr().err
+    assert f"{source}:4: {len(long)} characters; only the first 200 are translated" in err, err
+    assert err.count("characters; only the first") == 1 and "Sentence" not in err
+    translations = output.read_text().split("\n")
+    assert len(translations) == len(lines) + 1 and all(translations[:-1])
+    # Line 4 is translated as its first 200 characters, cut at a word boundary, would be.
+    cut = long[:200].rsplit(" ", 1)[0]
+    source.write_text("\n".join(lines[:3] + [cut] + lines[4:]) + "\n")
+    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+                   f"--output={output}", "--decode_batch_size=2") == 0
+    assert output.read_text().split("\n") == translations
+    assert "characters; only the first" not in capsys.readouterr().err
+
+
+class StandInServer:
+    """TF Serving's :predict for `tfnmt translate --server`: translates by upper-casing. From
+    `port` (0: any free one), until it has answered `answers` requests, then it stops listening."""
+
+    def __init__(self, port=0, answers=None):
+        from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+        class Quiet(WSGIRequestHandler):
+            def log_message(self, *args):
+                pass
+        self.answers, self.requests = answers, []
+        self.httpd = make_server("127.0.0.1", port, self._app, handler_class=Quiet)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def _app(self, environ, start_response):
+        texts = json.loads(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))["inputs"]
+        self.requests.append(texts)
+        body = json.dumps({"outputs": {"translations": [t.upper() for t in texts],
+                                       "scores": [0.0] * len(texts)}}).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        if self.answers is not None and len(self.requests) >= self.answers:
+            threading.Thread(target=self.stop).start()
+        return [body]
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_translate_says_once_that_it_retries_while_the_server_is_unreachable(tmp_path, capsys):
+    lines = ["a cat", "the old man runs", "big house"]
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n")
+    with socket_closed_port() as port:
+        # Nothing listens for the first 1.2 s: attempts at 0, 0.5 and 1.5 s (back-off 0.5, 1 s).
+        started = []
+        timer = threading.Timer(1.2, lambda: started.append(StandInServer(port)))
+        timer.start()
+        try:
+            assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--model=tiny",
+                           f"--input={source}", f"--output={output}") == 0
+        finally:
+            timer.join()
+            for stand_in in started:
+                stand_in.stop()
+    assert output.read_text() == "".join(line.upper() + "\n" for line in lines)
+    retrying = [line for line in capsys.readouterr().err.splitlines() if "retrying" in line]
+    assert len(retrying) == 1, retrying
+    assert f"http://127.0.0.1:{port}" in retrying[0] and "--server_retries" in retrying[0]
+
+
+def test_translate_keeps_what_the_server_translated_before_it_went_away(tmp_path, capsys):
+    # Lines in order of length, so the length-sorted batches follow the file.
+    lines = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff"]
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n")
+    stand_in = StandInServer(answers=2)
+    assert run_cli("translate", f"--server={stand_in.url}", "--model=tiny", f"--input={source}",
+                   f"--output={output}", "--decode_batch_size=2", "--server_retries=1") == 2
+    assert stand_in.requests == [["a", "bb"], ["ccc", "dddd"]]
+    assert output.read_text() == "A\nBB\nCCC\nDDDD\n"
+    err = capsys.readouterr().err
+    assert "cannot connect" in err and f"lines 1-4 of 6 are translated in {output}" in err, err
+    assert sum("retrying" in line for line in err.splitlines()) == 1
+
+
 def _wsgi(app, method, path, body=None):
     """(HTTP status, JSON answer) of one request to the REST application, in this process."""
     import io

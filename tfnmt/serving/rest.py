@@ -23,7 +23,7 @@ from absl import logging
 from google.protobuf import json_format
 from tensorflow.core.framework import types_pb2
 
-from tfnmt.serving.status import ServingError, invalid_argument, request_too_large
+from tfnmt.serving.status import ServingError, invalid_argument, request_too_large, sentence_too_long
 
 _PREDICT = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
                       r":(classify|regress|predict)", re.IGNORECASE)
@@ -329,8 +329,7 @@ class RestApi:
                                    f"{self.max_sentences} per request (--max_sentences_per_request)")
         for i, text in enumerate(texts):
             if len(text) > self.max_sentence_chars:
-                raise invalid_argument(f"Sentence {i} has {len(text)} characters; this server takes "
-                                       f"at most {self.max_sentence_chars} (--max_sentence_chars)")
+                raise sentence_too_long(i, len(text), self.max_sentence_chars)
         outputs = servable.predict(signature, texts, self.timeout)
         return _dumps(predict_response(outputs, row_format))
 

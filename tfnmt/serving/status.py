@@ -1,6 +1,8 @@
 """Errors of the REST API: a canonical status code (as in TF Serving's C++ Status) and its
 message. The HTTP status of each code is TF Serving's (model_servers/http_server.cc)."""
 
+import re
+
 HTTP_STATUS = {
     "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "OUT_OF_RANGE": 400,
     "NOT_FOUND": 404, "ALREADY_EXISTS": 409, "ABORTED": 409, "PERMISSION_DENIED": 403,
@@ -34,3 +36,15 @@ def request_too_large(length, limit):
     size = f" of {length} bytes" if length else ""
     return ServingError("INVALID_ARGUMENT", f"Request body{size} is over this server's limit of "
                         f"{limit} bytes (--max_request_bytes)", http_status=413)
+
+
+def sentence_too_long(index, length, limit):
+    return invalid_argument(f"Sentence {index} has {length} characters; this server takes at most "
+                            f"{limit} (--max_sentence_chars)")
+
+
+def sentence_limit(message):
+    """The limit a `sentence_too_long` message states, or None: how `tfnmt translate --server`
+    learns the server's --max_sentence_chars (TF Serving's API has no place to publish it)."""
+    match = re.search(r"this server takes at most (\d+) \(--max_sentence_chars\)", message)
+    return int(match.group(1)) if match else None
