@@ -221,6 +221,21 @@ def test_bad_requests_get_a_4xx_and_a_json_error_naming_the_problem(server, path
     assert _post(f"{server}/v1/models/tiny:predict", {"instances": ["a cat"]}).status_code == 200
 
 
+def test_a_malformed_http_request_gets_a_json_error_too(server):
+    # waitress refuses it before the application sees it.
+    import socket
+    host, port = server.rsplit("/", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(b"POST /v1/models/tiny:predict HTTP/1.1\r\nHost: x\r\n"
+                           b"Content-Length: many\r\n\r\n")
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"Content-Type: application/json" in head, answer
+    assert list(json.loads(body)) == ["error"] and "Content-Length" in json.loads(body)["error"]
+
+
 def test_plain_and_b64_strings_mix_as_in_tf_serving(server):
     # TF Serving decodes each {"b64": ...} on its own, so a list may hold both forms.
     mixed = _post(f"{server}/v1/models/tiny:predict", {"instances": ["a cat", _b64("big house".encode())]})
