@@ -40,7 +40,7 @@ def cut(text, limit):
     is translated as a fragment."""
     head = text[:limit]
     if not text[limit:limit + 1].isspace():
-        before, space, _ = head.rpartition(" ")
+        before, _, _ = head.rpartition(" ")
         if before.strip():
             head = before
     return head.rstrip()
