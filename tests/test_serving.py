@@ -22,7 +22,8 @@ from tfnmt.serving import config as config_lib
 from tfnmt.serving import server as server_lib
 from tfnmt.serving.batching import Batcher
 from tfnmt.serving.client import ServerError, ServingClient, load_test
-from tfnmt.serving.rest import format_float
+from tfnmt.serving.models import ModelManager
+from tfnmt.serving.rest import RestApi, format_float
 from tfnmt.serving.status import ServingError
 from tfnmt.training import checkpoints
 
@@ -54,7 +55,7 @@ def server(exports, tmp_path_factory):
     log = str(tmp_path_factory.mktemp("serve") / "serve.log")
     process, url = server_lib.spawn(
         [f"--model_config_file={config}", "--rest_api_port=0", "--file_system_poll_wait_seconds=1",
-         "--max_sentences_per_request=8", "--max_sentence_chars=200", "--max_request_bytes=4096",
+         "--max_sentences_per_request=8", "--max_sentence_chars=200", "--max_request_bytes=8192",
          "--max_batch_size=8", "--batch_timeout_micros=20000"], env=dict(os.environ, PYTHONPATH=REPO),
         log_path=log)
     yield url
@@ -142,27 +143,104 @@ def test_translate_through_the_server_equals_translate_in_process(server, traine
     assert "U+FFFD" in captured.err and ":2: empty line" in captured.err
 
 
-@pytest.mark.parametrize("path,body,status,message", [
+def _b64(data):
+    return {"b64": base64.b64encode(data).decode()}
+
+
+_NAMED_AND_VALUE = "give every instance in the same form"
+
+
+BAD_REQUESTS = [
+    # JSON that does not parse, or is not a request
     ("tiny:predict", b'{"instances": [', 400, "JSON Parse error"),
     ("tiny:predict", b"", 400, "JSON Parse error: The document is empty"),
+    ("tiny:predict", b"[1]", 400, "JSON Value: [1] Is not object"),
+    ("tiny:predict", b'{"instances": ["\xff"]}', 400, "JSON Parse error: Invalid encoding in string. at offset: 16"),
+    ("tiny:predict", b'{"instances": ["\xed\xa0\x80"]}', 400, "JSON Parse error: Invalid encoding in string"),
+    ("tiny:predict", b'{"instances": ' + b"[" * 4000 + b"]" * 4000 + b"}", 400, "JSON Parse error: nested too deeply"),
+    ("tiny:predict", b'{"instances": [' + b"1" * 5000 + b"]}", 400, "JSON Parse error: "),
+    # JSON strings that are not text: a lone UTF-16 surrogate, wherever it is
+    ("tiny:predict", {"instances": ["a", "b\ud800"]}, 400,
+     "JSON Parse error: The surrogate pair in string is invalid: instances[1] has a lone surrogate '\\ud800'"),
+    ("tiny:predict", {"inputs": {"text": ["\udc00"]}}, 400, "inputs.text[0] has a lone surrogate '\\udc00'"),
+    ("tiny:predict", {"signature_name": "\ud800", "instances": ["a"]}, 400, "signature_name has a lone surrogate"),
+    ("tiny:predict", {"instances": [{"t\ud800": "a"}]}, 400, "a key of instances[0] has a lone surrogate"),
+    # base64
+    ("tiny:predict", {"instances": [{"b64": "!!"}]}, 400, "Unable to base64 decode"),
+    ("tiny:predict", {"instances": ["a", _b64(b"ok \xff\xfe")]}, 400,
+     "Failed to process element: 1 of 'instances' list. Error: the {\"b64\": ...} value decodes to "
+     "bytes that are not UTF-8 (byte 0xff at offset 3)"),
+    ("tiny:predict", {"inputs": [_b64(b"\xc3")]}, 400, "input 'text' item 0: the {\"b64\": ...} value decodes to bytes that are not UTF-8"),
+    ("tiny:predict", {"instances": [{"b64": 5}]}, 400, "is not of expected type: string"),
+    # named instances ({"text": ...}) mixed with values (strings, {"b64": ...})
+    ("tiny:predict", {"instances": [{"text": "a"}, _b64(b"b")]}, 400,
+     "'instances' item 1 is a value (a string or {\"b64\": ...}) but item 0 is a named instance"),
+    ("tiny:predict", {"instances": [{"text": "a"}, "b"]}, 400, _NAMED_AND_VALUE),
+    ("tiny:predict", {"instances": ["a", {"text": "b"}]}, 400,
+     "'instances' item 1 is a named instance ({\"text\": ...}) but item 0 is a value"),
+    ("tiny:predict", {"instances": [_b64(b"a"), {"text": "b"}]}, 400, _NAMED_AND_VALUE),
+    ("tiny:predict", {"instances": [{"txt": "a"}]}, 400, "keys must be equal to: text"),
+    # the request's form
     ("tiny:predict", {"signature_name": "nope", "instances": ["a"]}, 400,
      'Serving signature name: "nope" not found in signature def'),
     ("tiny:predict", {"signature_name": 7, "instances": ["a"]}, 400, "'signature_name' key must be a string"),
-    ("tiny:predict", {"instances": ["a"] * 9}, 400, "Request has 9 sentences; this server takes at most 8"),
-    ("tiny:predict", {"instances": ["a " * 101]}, 400, "Sentence 0 has 202 characters"),
-    ("tiny:predict", {"instances": ["a"], "pad": "x" * 5000}, 400, "over this server's limit of 4096 bytes"),
+    ("tiny:predict", {"instances": ["a"], "inputs": ["a"]}, 400, "expecting only one of 'inputs' or 'instances'"),
+    ("tiny:predict", {"instances": "a"}, 400, "Expecting 'instances' to be an list/array"),
     ("tiny:predict", {"instances": [1]}, 400, "is not of expected type: string"),
+    ("tiny:predict", {"instances": [None]}, 400, "Type: Null is not of expected type: string"),
     ("tiny:predict", {"instances": []}, 400, "No values in 'instances' array"),
+    ("tiny:predict", {"inputs": "a"}, 400, "input 'text' must be a list of strings"),
+    ("tiny:predict", {"inputs": {"txt": ["a"]}}, 400, "Missing named input: text in 'inputs' object."),
     ("tiny:predict", {"text": ["a"]}, 400, "Missing 'inputs' or 'instances' key"),
+    # this server's limits, each naming its flag
+    ("tiny:predict", {"instances": ["a"] * 9}, 400,
+     "Request has 9 sentences; this server takes at most 8 per request (--max_sentences_per_request)"),
+    ("tiny:predict", {"instances": ["a " * 101]}, 400,
+     "Sentence 0 has 202 characters; this server takes at most 200 (--max_sentence_chars)"),
+    ("tiny:predict", {"instances": ["a"], "pad": "x" * 9000}, 413,
+     "Request body of 9031 bytes is over this server's limit of 8192 bytes (--max_request_bytes)"),
+    # ... also far over it, where waitress refuses the body before the application sees it
+    ("tiny:predict", b"x" * 200_000, 413, "over this server's limit of 8192 bytes (--max_request_bytes)"),
+    # paths
+    ("tiny:classify", {"instances": ["a"]}, 400, "tfnmt models answer :predict, not :classify"),
+    ("tiny/labels/stable:predict", {"instances": ["a"]}, 400, "Unrecognized servable version label: stable"),
+    ("tiny/versions/99999999999999999999:predict", {"instances": ["a"]}, 400, "Failed to convert version"),
     ("unknown:predict", {"instances": ["a"]}, 404, "Servable not found for request: Latest(unknown)"),
     ("tiny/versions/7:predict", {"instances": ["a"]}, 404, "Servable not found for request: Specific(tiny, 7)"),
-])
-def test_bad_requests_get_tf_servings_status_and_an_error_body(server, path, body, status, message):
+]
+
+
+@pytest.mark.parametrize("path,body,status,message", BAD_REQUESTS,
+                         ids=[f"{i}-{re.sub(r'[^a-z]+', '_', m.lower())[:40]}" for i, (_, _, _, m) in enumerate(BAD_REQUESTS)])
+def test_bad_requests_get_a_4xx_and_a_json_error_naming_the_problem(server, path, body, status, message):
     response = _post(f"{server}/v1/models/{path}", body)
-    assert response.status_code == status
-    assert response.headers["Content-Type"] == "application/json"
+    assert (response.status_code, response.headers["Content-Type"]) == (status, "application/json"), response.text
     error = response.json()
     assert list(error) == ["error"] and message in error["error"], error
+    # The server goes on answering.
+    assert _post(f"{server}/v1/models/tiny:predict", {"instances": ["a cat"]}).status_code == 200
+
+
+def test_a_malformed_http_request_gets_a_json_error_too(server):
+    # waitress refuses it before the application sees it.
+    import socket
+    host, port = server.rsplit("/", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(b"POST /v1/models/tiny:predict HTTP/1.1\r\nHost: x\r\n"
+                           b"Content-Length: many\r\n\r\n")
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"Content-Type: application/json" in head, answer
+    assert list(json.loads(body)) == ["error"] and "Content-Length" in json.loads(body)["error"]
+
+
+def test_plain_and_b64_strings_mix_as_in_tf_serving(server):
+    # TF Serving decodes each {"b64": ...} on its own, so a list may hold both forms.
+    mixed = _post(f"{server}/v1/models/tiny:predict", {"instances": ["a cat", _b64("big house".encode())]})
+    plain = _post(f"{server}/v1/models/tiny:predict", {"instances": ["a cat", "big house"]})
+    assert mixed.status_code == 200 and mixed.json() == plain.json()
 
 
 def test_unknown_model_and_version_status_are_404(server):
@@ -199,6 +277,174 @@ def test_a_new_version_is_picked_up_without_restart(server, exports):
     assert requests.get(f"{server}/v1/models/greedy/metadata", timeout=30).json()["model_spec"]["version"] == "2"
     assert _post(f"{server}/v1/models/greedy/versions/2:predict", {"instances": ["a cat"]}).status_code == 200
     assert _post(f"{server}/v1/models/greedy/versions/1:predict", {"instances": ["a cat"]}).status_code == 404
+
+
+def test_translate_through_the_server_cuts_an_over_long_line_and_names_its_line(server, tmp_path, capsys):
+    # The server takes at most 200 characters a sentence (--max_sentence_chars=200).
+    long = " ".join(["the red dog sees a bird"] * 12)
+    lines = ["a cat", "big house", "the old man runs", long, "small tree", "a big red car"]
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n")
+    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+                   f"--output={output}", "--decode_batch_size=2") == 0
+    err = capsys.readouterr().err
+    assert f"{source}:4: {len(long)} characters; only the first 200 are translated" in err, err
+    assert err.count("characters; only the first") == 1 and "Sentence" not in err
+    translations = output.read_text().split("\n")
+    assert len(translations) == len(lines) + 1 and all(translations[:-1])
+    # Line 4 is translated as its first 200 characters, cut at a word boundary, would be.
+    cut = long[:200].rsplit(" ", 1)[0]
+    source.write_text("\n".join(lines[:3] + [cut] + lines[4:]) + "\n")
+    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+                   f"--output={output}", "--decode_batch_size=2") == 0
+    assert output.read_text().split("\n") == translations
+    assert "characters; only the first" not in capsys.readouterr().err
+
+
+class StandInServer:
+    """TF Serving's :predict for `tfnmt translate --server`: translates by upper-casing. From
+    `port` (0: any free one), until it has answered `answers` requests, then it stops listening."""
+
+    def __init__(self, port=0, answers=None):
+        from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+        class Quiet(WSGIRequestHandler):
+            def log_message(self, *args):
+                pass
+        self.answers, self.requests = answers, []
+        self.httpd = make_server("127.0.0.1", port, self._app, handler_class=Quiet)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def _app(self, environ, start_response):
+        texts = json.loads(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))["inputs"]
+        self.requests.append(texts)
+        body = json.dumps({"outputs": {"translations": [t.upper() for t in texts],
+                                       "scores": [0.0] * len(texts)}}).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        if self.answers is not None and len(self.requests) >= self.answers:
+            threading.Thread(target=self.stop).start()
+        return [body]
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_translate_says_once_that_it_retries_while_the_server_is_unreachable(tmp_path, capsys):
+    lines = ["a cat", "the old man runs", "big house"]
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n")
+    with socket_closed_port() as port:
+        # Nothing listens for the first 1.2 s: attempts at 0, 0.5 and 1.5 s (back-off 0.5, 1 s).
+        started = []
+        timer = threading.Timer(1.2, lambda: started.append(StandInServer(port)))
+        timer.start()
+        try:
+            assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--model=tiny",
+                           f"--input={source}", f"--output={output}") == 0
+        finally:
+            timer.join()
+            for stand_in in started:
+                stand_in.stop()
+    assert output.read_text() == "".join(line.upper() + "\n" for line in lines)
+    retrying = [line for line in capsys.readouterr().err.splitlines() if "retrying" in line]
+    assert len(retrying) == 1, retrying
+    assert f"http://127.0.0.1:{port}" in retrying[0] and "--server_retries" in retrying[0]
+
+
+def test_translate_keeps_what_the_server_translated_before_it_went_away(tmp_path, capsys):
+    # Lines in order of length, so the length-sorted batches follow the file.
+    lines = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff"]
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n")
+    stand_in = StandInServer(answers=2)
+    assert run_cli("translate", f"--server={stand_in.url}", "--model=tiny", f"--input={source}",
+                   f"--output={output}", "--decode_batch_size=2", "--server_retries=1") == 2
+    assert stand_in.requests == [["a", "bb"], ["ccc", "dddd"]]
+    assert output.read_text() == "A\nBB\nCCC\nDDDD\n"
+    err = capsys.readouterr().err
+    assert "cannot connect" in err and f"lines 1-4 of 6 are translated in {output}" in err, err
+    assert sum("retrying" in line for line in err.splitlines()) == 1
+
+
+def _wsgi(app, method, path, body=None):
+    """(HTTP status, JSON answer) of one request to the REST application, in this process."""
+    import io
+    data = json.dumps(body).encode() if body is not None else b""
+    answer = {}
+    out = app({"REQUEST_METHOD": method, "PATH_INFO": path, "CONTENT_LENGTH": str(len(data)),
+               "wsgi.input": io.BytesIO(data)}, lambda status, headers: answer.update(status=status))
+    return int(answer["status"].split()[0]), json.loads(b"".join(out))
+
+
+def test_a_version_that_fails_to_load_never_takes_the_model_down(exports, tmp_path, caplog):
+    base, _ = exports
+    good = os.path.join(base, "greedy", "1")
+    root = tmp_path / "models"
+    shutil.copytree(good, root / "m" / "1")
+    manager = ModelManager(export_dir=str(root))
+    manager.start(0)  # polled by hand below
+    app = RestApi(manager)
+    try:
+        def answered_by():
+            status, answer = _wsgi(app, "POST", "/v1/models/m:predict", {"instances": ["a cat"]})
+            assert status == 200, answer
+            return _wsgi(app, "GET", "/v1/models/m/metadata")[1]["model_spec"]["version"]
+
+        def states():
+            status, answer = _wsgi(app, "GET", "/v1/models/m")
+            assert status == 200, answer
+            return {s["version"]: (s["state"], s["status"]["error_code"], s["status"]["error_message"])
+                    for s in answer["model_version_status"]}
+
+        assert answered_by() == "1"
+        # A half-written version 2: version 1 keeps answering; 2's error is in the status.
+        (root / "m" / "2").mkdir()
+        (root / "m" / "2" / "saved_model.pb").write_bytes(b"")
+        with caplog.at_level("INFO"):
+            for _ in range(3):
+                manager.poll()
+        assert answered_by() == "1"
+        state, code, message = states()["2"]
+        assert (state, code) == ("END", "NOT_FOUND") and str(root / "m" / "2") in message, message
+        assert states()["1"] == ("AVAILABLE", "OK", "")
+        # ... and it is not retried while its files stay the same: one error, not one per poll.
+        assert sum("version 2 failed to load" in r.getMessage() for r in caplog.records) == 1
+        # A TFLite export in the same directory is not a SavedModel: ignored, with one log line.
+        (root / "m" / "3").mkdir()
+        (root / "m" / "3" / "model.tflite").write_bytes(b"TFL3")
+        (root / "m" / "3" / "spm.model").write_bytes(b"spm")
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            for _ in range(3):
+                manager.poll()
+        assert answered_by() == "1" and "3" not in states()
+        ignored = [r.getMessage() for r in caplog.records if "m version 3" in r.getMessage()]
+        assert len(ignored) == 1 and "TFLite" in ignored[0] and "ignored" in ignored[0], ignored
+        # Completing version 2 changes its files: it is retried, loads, and replaces version 1.
+        os.remove(root / "m" / "2" / "saved_model.pb")
+        shutil.copytree(good, root / "m" / "2", dirs_exist_ok=True)
+        manager.poll()
+        assert answered_by() == "2"
+        assert states()["2"] == ("AVAILABLE", "OK", "") and states()["1"][0] == "END"
+    finally:
+        manager.close()
+
+
+def test_serve_starts_with_the_last_good_version_when_the_newest_is_broken(exports, tmp_path):
+    base, _ = exports
+    shutil.copytree(os.path.join(base, "greedy", "1"), tmp_path / "m" / "1")
+    (tmp_path / "m" / "2").mkdir()
+    (tmp_path / "m" / "2" / "saved_model.pb").write_bytes(b"not a SavedModel")
+    manager = ModelManager(export_dir=str(tmp_path))
+    try:
+        manager.start(0)
+        assert manager.get("m").version == 1
+        (v2, state2, code2, _), (v1, state1, _, _) = manager.status("m")
+        assert (v2, state2, code2, v1, state1) == (2, "END", "DATA_LOSS", 1, "AVAILABLE")
+    finally:
+        manager.close()
 
 
 # --- without a server -------------------------------------------------------------------------

@@ -60,6 +60,8 @@ def check_long_inputs(translator, sentences, where):
     """Sources longer than the model's source window (conv_encoder's k̄): logged as translated
     in chunks, or, with --long_input=error, refused with the first one's line number. Only an
     in-process translator has the tokenizer at hand; an export refuses them in-graph."""
+    if hasattr(translator, "name_lines"):  # a served model: the server's limit is known later
+        translator.name_lines(sentences, where)
     window = getattr(getattr(translator, "model", None), "source_window", None)
     if not window or not sentences:
         return

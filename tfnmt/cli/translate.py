@@ -16,6 +16,7 @@ from tfnmt.cli.flags import FLAGS
 from tfnmt.data.text_files import decode_lines, read_lines
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import DataError
+from tfnmt.serving.client import ServerError
 
 
 def _read_input():
@@ -42,8 +43,21 @@ def run():
                                 "(--max_input_length)", FLAGS.input, number, length,
                                 FLAGS.max_input_length)
     common.check_long_inputs(translator, lines, FLAGS.input)
-    results = translate_sentences(translator, lines, FLAGS.decode_batch_size,
-                              progress=FLAGS.input != "-")
+    try:
+        results = translate_sentences(translator, lines, FLAGS.decode_batch_size,
+                                      progress=FLAGS.input != "-")
+    except ServerError as error:
+        # What the server translated before it failed is not lost: the leading lines done.
+        done = translator.translated_prefix(lines)
+        if not done:
+            raise
+        _write(done)
+        raise ServerError(f"{error}; lines 1-{len(done)} of {len(lines)} are translated in "
+                          f"{'stdout' if FLAGS.output == '-' else FLAGS.output}") from None
+    _write(results)
+
+
+def _write(results):
     text = "".join(r + "\n" for r in results)
     if FLAGS.output == "-":
         sys.stdout.write(text)

@@ -5,7 +5,8 @@
 `--saved_model`. Requests use the columnar format with the inputs as a plain list (TF Serving
 feeds it to the signature's only input, whatever its name). Connection errors and 503
 (model loading, batching queue full) are retried with exponential back-off, a bounded number of
-times; any other error stops with the server's message.
+times, saying so once on stderr; any other error stops with the server's message. A sentence
+over `tfnmt serve`'s --max_sentence_chars is cut to it, with a warning naming its line.
 """
 
 import json
@@ -14,14 +15,35 @@ import time
 
 import numpy as np
 import requests
+from absl import logging
 
 from tfnmt.errors import ConfigError, UserError
+from tfnmt.serving.status import sentence_limit
 
 _MAX_BACKOFF = 8.0
 
 
 class ServerError(UserError):
     pass
+
+
+class SentenceTooLong(ServerError):
+    """The server refused a sentence over its --max_sentence_chars, `limit`."""
+
+    def __init__(self, message, limit):
+        super().__init__(message)
+        self.limit = limit
+
+
+def cut(text, limit):
+    """`text` cut to at most `limit` characters, at a space where there is one, so that no word
+    is translated as a fragment."""
+    head = text[:limit]
+    if not text[limit:limit + 1].isspace():
+        before, _, _ = head.rpartition(" ")
+        if before.strip():
+            head = before
+    return head.rstrip()
 
 
 class ServingClient:
@@ -37,6 +59,7 @@ class ServingClient:
         self.timeout = timeout
         self.backoff = backoff
         self._local = threading.local()
+        self._retrying = threading.Event()  # set while the server is unreachable
 
     @property
     def model_url(self):
@@ -60,19 +83,34 @@ class ServingClient:
                     headers={"Content-Type": "application/json"} if body is not None else None)
             except requests.ConnectionError as e:
                 failure = f"cannot connect ({type(e).__name__})"
+                self._say_retrying(url, failure, attempt)
                 continue
             except requests.Timeout:
                 raise ServerError(f"{url}: no answer within {self.timeout:g}s (--server_timeout)") from None
             if response.status_code == 503:
                 failure = f"503 {_error_message(response)}"
+                self._say_retrying(url, failure, attempt)
                 continue
+            self._retrying.clear()
             if response.status_code != 200:
-                raise ServerError(f"{url}: {response.status_code} {_error_message(response)}")
+                message = _error_message(response)
+                limit = sentence_limit(message) if response.status_code == 400 else None
+                if limit:
+                    raise SentenceTooLong(f"{url}: 400 {message}", limit)
+                raise ServerError(f"{url}: {response.status_code} {message}")
             try:
                 return response.json()
             except ValueError:
                 raise ServerError(f"{url}: the answer is not JSON: {response.text[:200]!r}") from None
         raise ServerError(f"{url}: {failure}, after {self.retries} retries (--server_retries)")
+
+    def _say_retrying(self, url, failure, attempt):
+        # Once while the server stays unreachable, not once per attempt.
+        if attempt < self.retries and not self._retrying.is_set():
+            self._retrying.set()
+            wait = sum(min(self.backoff * 2 ** k, _MAX_BACKOFF) for k in range(self.retries))
+            logging.warning("%s: %s; retrying up to %d times within %.1f s (--server_retries)",
+                            url, failure, self.retries, wait)
 
     def predict(self, texts):
         """{output name: list} for a list of input strings."""
@@ -97,24 +135,74 @@ def _error_message(response):
 
 
 class RemoteTranslator:
-    """A served model behind Translator's `translate(text) -> {"translations", "scores"}`."""
+    """A served model behind Translator's `translate(text) -> {"translations", "scores"}`.
+
+    A sentence over the server's --max_sentence_chars is cut to it, as a checkpoint or an export
+    cuts one over --max_input_length subwords; the limit is learnt from the first refusal. Every
+    answer is kept, so that what was translated before the server failed can still be written
+    (`translated_prefix`)."""
 
     config = None
     beam_size = None
 
     def __init__(self, client):
         self.client = client
+        self.max_chars = None  # the server's --max_sentence_chars, once it has refused a sentence
+        self._source = ("input", [])  # where the sentences come from, to name their lines
+        self._warned = set()
+        self._translated = {}
+
+    def name_lines(self, sentences, where):
+        """Warnings about these sentences name them WHERE:LINE (their line in the input)."""
+        self._source = (where, list(sentences))
+
+    def _learn_limit(self, limit):
+        self.max_chars = limit
+        where, sentences = self._source
+        for number, sentence in enumerate(sentences, start=1):
+            if len(sentence) > limit and sentence not in self._warned:
+                self._warned.add(sentence)
+                logging.warning("%s:%d: %d characters; only the first %d are translated (the "
+                                "server's --max_sentence_chars)", where, number, len(sentence), limit)
+
+    def _fit(self, texts):
+        if self.max_chars is None:
+            return texts
+        for text in texts:
+            if len(text) > self.max_chars and text not in self._warned:  # not among the named lines
+                self._warned.add(text)
+                logging.warning("%s: a sentence of %d characters; only the first %d are translated "
+                                "(the server's --max_sentence_chars)", self._source[0], len(text),
+                                self.max_chars)
+        return [cut(t, self.max_chars) if len(t) > self.max_chars else t for t in texts]
 
     def translate(self, text):
         import tensorflow as tf
         texts = [t.decode("utf-8") for t in text.numpy()] if hasattr(text, "numpy") else list(text)
-        outputs = self.client.predict(texts)
+        try:
+            outputs = self.client.predict(self._fit(texts))
+        except SentenceTooLong as e:
+            if self.max_chars is not None and e.limit >= self.max_chars:
+                raise
+            self._learn_limit(e.limit)
+            outputs = self.client.predict(self._fit(texts))
         translations, scores = outputs.get("translations"), outputs.get("scores")
         if translations is None or len(translations) != len(texts):
             raise ServerError(f"{self.client.model_url}: not a tfnmt translation model "
                               f"(outputs {sorted(outputs)})")
+        self._translated.update(zip(texts, translations))
         return {"translations": tf.constant(translations, tf.string),
                 "scores": tf.constant(scores if scores is not None else [0.0] * len(texts), tf.float32)}
+
+    def translated_prefix(self, sentences):
+        """The translations of the leading `sentences` that have been translated: what a run that
+        stopped half-way can write, in order."""
+        done = []
+        for sentence in sentences:
+            if sentence not in self._translated:
+                break
+            done.append(self._translated[sentence])
+        return done
 
 
 def load_test(client, sentences, *, clients=8, seconds=20.0, sentences_per_request=1,

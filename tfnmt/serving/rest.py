@@ -6,9 +6,10 @@ util/json_tensor.cc, model_servers/http_server.cc of tensorflow/serving describe
     POST /v1/models/NAME[/versions/V]:predict      {"instances": [...]} or {"inputs": ...}
 
 Errors are `{"error": "MESSAGE"}` with TF Serving's status: 400 for a malformed request
-(bad JSON, unknown signature, wrong input, over this server's limits), 404 for an unknown
-model or version, 503 when the batching queue is full, 504 past --rest_api_timeout_in_ms.
-Messages follow TF Serving's where it has one for the case.
+(bad JSON, JSON strings that are not text, unknown signature, wrong input, over this server's
+limits on sentences), 413 for a body over --max_request_bytes, 404 for an unknown model or
+version, 503 when the batching queue is full, 504 past --rest_api_timeout_in_ms. Messages follow
+TF Serving's where it has one for the case, and name the item and the flag concerned.
 """
 
 import base64
@@ -22,14 +23,14 @@ from absl import logging
 from google.protobuf import json_format
 from tensorflow.core.framework import types_pb2
 
-from tfnmt.serving.status import ServingError, invalid_argument
+from tfnmt.serving.status import ServingError, invalid_argument, request_too_large, sentence_too_long
 
 _PREDICT = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
                       r":(classify|regress|predict)", re.IGNORECASE)
 _STATUS = re.compile(r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
                      r"(?:/(metadata))?", re.IGNORECASE)
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            409: "Conflict", 429: "Too Many Requests", 499: "Client Closed Request",
+            409: "Conflict", 413: "Payload Too Large", 429: "Too Many Requests", 499: "Client Closed Request",
             500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
             504: "Gateway Timeout"}
 _INT64_MAX = (1 << 63) - 1
@@ -116,17 +117,53 @@ def _short(value):
 
 # --- the request ---------------------------------------------------------------------------------
 
+_VALUE = 'a value (a string or {"b64": ...})'
+
+
+def _named(item):
+    """A named instance ({"text": ...}), as opposed to a value (a string or {"b64": ...})."""
+    return isinstance(item, dict) and "b64" not in item
+
+
 def _string(value, where):
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str):
         try:
-            return base64.b64decode(value["b64"], validate=True).decode("utf-8")
-        except (ValueError, UnicodeDecodeError):
-            raise invalid_argument("Unable to base64 decode") from None
+            data = base64.b64decode(value["b64"], validate=True)
+        except ValueError:
+            raise invalid_argument(f"{where}Unable to base64 decode") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise invalid_argument(f'{where}the {{"b64": ...}} value decodes to bytes that are not '
+                                   f"UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start}); "
+                                   "tfnmt models translate UTF-8 text") from None
     kind = {list: "Array", dict: "Object", bool: "Bool", type(None): "Null"}.get(type(value), "Number")
     raise invalid_argument(f"{where}JSON Value: {_short(value)} Type: {kind} is not of expected "
                            "type: string")
+
+
+def _lone_surrogate(request):
+    """Where the first string holding a lone UTF-16 surrogate is, and that surrogate, or None.
+    Python's JSON parser accepts "\\ud800" (rapidjson, TF Serving's, does not), but it is no
+    text: it cannot be encoded as UTF-8, for the model or for an error message."""
+    pending = [(request, "")]
+    while pending:  # not recursive: the parser already accepted as deep a nesting as it could
+        value, where = pending.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                return where, value[e.start]
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                name = key if key.isidentifier() else json.dumps(key)
+                pending.append((item, f"{where}.{name}" if where else name))
+                pending.append((key, f"a key of {where or 'the request'}"))
+        elif isinstance(value, list):
+            pending.extend((item, f"{where}[{i}]") for i, item in reversed(list(enumerate(value))))
+    return None
 
 
 def parse_predict_request(body):
@@ -139,6 +176,17 @@ def parse_predict_request(body):
         raise invalid_argument(f"JSON Parse error: Invalid encoding in string. at offset: {e.start}") from None
     except json.JSONDecodeError as e:
         raise invalid_argument(f"JSON Parse error: {e.msg} at offset: {e.pos}") from None
+    except RecursionError:
+        raise invalid_argument("JSON Parse error: nested too deeply (arrays or objects within "
+                               "each other)") from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        raise invalid_argument(f"JSON Parse error: {e}") from None
+    surrogate = _lone_surrogate(request)
+    if surrogate:
+        where, char = surrogate
+        raise invalid_argument(f"JSON Parse error: The surrogate pair in string is invalid: {where} "
+                               f"has a lone surrogate {char!a} (a JSON string must be Unicode text; "
+                               "a surrogate escape needs its pair)")
     if not isinstance(request, dict):
         raise invalid_argument(f"JSON Value: {_short(request)} Is not object")
     signature = request.get("signature_name", "")
@@ -160,13 +208,16 @@ def request_texts(request, input_name):
             raise invalid_argument(f"JSON Value: {_short(request)} Expecting 'instances' to be an list/array")
         if not instances:
             raise invalid_argument(f"JSON Value: {_short(request)} No values in 'instances' array")
-        named = isinstance(instances[0], dict) and "b64" not in instances[0]
+        named = _named(instances[0])
         texts = []
         for i, item in enumerate(instances):
             where = f"Failed to process element: {i} of 'instances' list. Error: "
+            if _named(item) != named:
+                instance = f'a named instance ({{"{input_name}": ...}})'
+                raise invalid_argument(f"'instances' item {i} is {instance if not named else _VALUE} "
+                                       f"but item 0 is {instance if named else _VALUE}: give every "
+                                       "instance in the same form")
             if named:
-                if not isinstance(item, dict) or "b64" in item:
-                    raise invalid_argument(f"Expecting object but got list at item {i} of input list")
                 if set(item) != {input_name}:
                     raise invalid_argument(f"Failed to process element: {i} of 'instances' list. "
                                            f"JSON object: {_short(item)} keys must be equal to: {input_name}")
@@ -258,12 +309,10 @@ class RestApi:
         except ValueError:
             length = 0
         if length > self.max_request_bytes:
-            raise invalid_argument(f"Request body of {length} bytes is over this server's limit of "
-                                   f"{self.max_request_bytes} bytes (--max_request_bytes)")
+            raise request_too_large(length, self.max_request_bytes)
         body = environ["wsgi.input"].read(length if length else self.max_request_bytes + 1)
         if len(body) > self.max_request_bytes:
-            raise invalid_argument(f"Request body is over this server's limit of "
-                                   f"{self.max_request_bytes} bytes (--max_request_bytes)")
+            raise request_too_large(None, self.max_request_bytes)
         return body
 
     def _predict(self, name, version, environ):
@@ -280,8 +329,7 @@ class RestApi:
                                    f"{self.max_sentences} per request (--max_sentences_per_request)")
         for i, text in enumerate(texts):
             if len(text) > self.max_sentence_chars:
-                raise invalid_argument(f"Sentence {i} has {len(text)} characters; this server takes "
-                                       f"at most {self.max_sentence_chars} (--max_sentence_chars)")
+                raise sentence_too_long(i, len(text), self.max_sentence_chars)
         outputs = servable.predict(signature, texts, self.timeout)
         return _dumps(predict_response(outputs, row_format))
 

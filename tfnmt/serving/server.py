@@ -13,14 +13,47 @@ import signal
 from absl import logging
 
 
+def _json_error_channel(max_request_bytes):
+    """waitress's connection class, answering the errors waitress finds itself (a body far over
+    the limit, a malformed HTTP request) as the REST API answers every error: JSON {"error"}."""
+    from waitress.channel import HTTPChannel
+    from waitress.task import ErrorTask
+    from waitress.utilities import RequestEntityTooLarge
+
+    from tfnmt.serving.rest import error_body
+    from tfnmt.serving.status import request_too_large
+
+    class JsonErrorTask(ErrorTask):
+        def execute(self):
+            error = self.request.error
+            if isinstance(error, RequestEntityTooLarge):
+                message = request_too_large(self.request.content_length, max_request_bytes).message
+            else:
+                message = f"{error.reason}: {error.body}"
+            body = error_body(message).encode("utf-8")
+            self.status = f"{error.code} {error.reason}"
+            self.response_headers.append(("Content-Type", "application/json"))
+            self.set_close_on_finish()
+            self.content_length = len(body)
+            self.write(body)
+
+    class JsonErrorChannel(HTTPChannel):
+        error_task_class = JsonErrorTask
+
+    return JsonErrorChannel
+
+
 def create(app, host, port, threads, max_request_bytes):
     """A waitress server bound to host:port (port 0: any free port, see `server.effective_port`)."""
     from waitress.server import create_server
-    # Bodies over our limit get a JSON error from the application; waitress's own (plain-text
-    # 413) limit is only a backstop against bodies far larger than that.
-    return create_server(app, host=host, port=port, threads=threads, ident="tfnmt-serve",
-                         max_request_body_size=4 * max_request_bytes + (1 << 16),
-                         expose_tracebacks=False, channel_timeout=120)
+    # Bodies over our limit get their 413 from the application once waitress has read them, on
+    # a connection that stays open; waitress's own limit, past which it stops reading and
+    # closes the connection, is only a backstop against bodies far larger than that.
+    server = create_server(app, host=host, port=port, threads=threads, ident="tfnmt-serve",
+                           max_request_body_size=4 * max_request_bytes + (1 << 16),
+                           expose_tracebacks=False, channel_timeout=120)
+    server.channel_class = _json_error_channel(max_request_bytes)
+    return server
 
 
 def run_until_stopped(server, on_stop=()):
