@@ -214,7 +214,30 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def test_decoder_is_cho_et_al_with_c_at_every_step():
+def numpy_gru(x, h, kernel, recurrent_kernel, bias):
+    """Cho et al.'s GRU (main text eq. 5-8) on Keras GRU(reset_after=False) weights."""
+    Wz, Wr, Wh = np.split(kernel, 3, axis=1)
+    Uz, Ur, Uh = np.split(recurrent_kernel, 3, axis=1)
+    bz, br, bh = np.split(bias, 3)
+    z = sigmoid(x @ Wz + h @ Uz + bz)
+    r = sigmoid(x @ Wr + h @ Ur + br)
+    return z * h + (1 - z) * np.tanh(x @ Wh + (r * h) @ Uh + bh)
+
+
+def test_gru_baseline_encoding_is_tanh_v_of_the_last_encoder_state():
+    model = gru_model()
+    random_weights(model, seed=3)
+    source = tf.constant([[5, 6, 7, 3, 0]])
+    x = model.source_embedding(source).numpy()[0]
+    cell = model.encoder_gru.cell
+    h = np.zeros((1, 12), np.float32)
+    for t in range(4):  # up to eos; padding leaves the state alone
+        h = numpy_gru(x[t][None], h, cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy())
+    c = np.tanh(h @ model.encoder_summary.kernel.numpy() + model.encoder_summary.bias.numpy())
+    np.testing.assert_allclose(model.encode(source)["encoding"].numpy(), c, atol=1e-5)
+
+
+def test_decoder_is_cho_et_al_appendix_a12_with_c_in_the_gates_and_under_the_reset():
     model = gru_model()
     random_weights(model, seed=2)
     memory = model.encode(SOURCE)
@@ -224,14 +247,12 @@ def test_decoder_is_cho_et_al_with_c_at_every_step():
     np.testing.assert_allclose(model.initial_state(memory)["state"].numpy(), s0, atol=1e-5)
     ids = tf.constant([10, 20])
     y = model.target_embedding(ids).numpy()
-    x = np.concatenate([y, c], axis=1)  # [y_{t-1}; c]
-    W, U, b = d.cell.kernel.numpy(), d.cell.recurrent_kernel.numpy(), d.cell.bias.numpy()
-    Wz, Wr, Wh = np.split(W, 3, axis=1)
-    Uz, Ur, Uh = np.split(U, 3, axis=1)
-    bz, br, bh = np.split(b, 3)
-    z = sigmoid(x @ Wz + s0 @ Uz + bz)
-    r = sigmoid(x @ Wr + s0 @ Ur + br)
-    candidate = np.tanh(x @ Wh + (r * s0) @ Uh + bh)  # reset before the recurrent matrix
+    (Wz, Wr, W), (Cz, Cr, C), (Uz, Ur, U) = (
+        np.split(w.numpy(), 3, axis=1) for w in (d.cell.kernel, d.cell.context_kernel, d.cell.recurrent_kernel))
+    bz, br, bh = np.split(d.cell.bias.numpy(), 3)
+    z = sigmoid(y @ Wz + s0 @ Uz + c @ Cz + bz)
+    r = sigmoid(y @ Wr + s0 @ Ur + c @ Cr + br)
+    candidate = np.tanh(y @ W + r * (s0 @ U + c @ C) + bh)
     s1 = z * s0 + (1 - z) * candidate
     pieces = np.concatenate([s1, y, c], axis=1) @ d.readout.kernel.numpy() + d.readout.bias.numpy()
     o = pieces.reshape(2, 6, 2).max(axis=-1)  # maxout over pairs

@@ -1,13 +1,17 @@
-"""The decoder of Cho et al. 2014 (RNN encoder-decoder): a GRU conditioned on one fixed-length
-sentence encoding c at every step, with a maxout deep output.
+"""The decoder of Cho et al. 2014 (RNN encoder-decoder, appendix A.1.2): a GRU conditioned on one
+fixed-length sentence encoding c at every step, with a maxout deep output.
 
     s_0 = tanh(V c)
-    s_t = GRU([y_{t-1}; c], s_{t-1})           (c enters the update gate, the reset gate and the
-                                                candidate, as in Cho et al.'s equations)
+    z_t = σ(W_z y_{t-1} + U_z s_{t-1} + C_z c)
+    r_t = σ(W_r y_{t-1} + U_r s_{t-1} + C_r c)
+    s~_t = tanh(W y_{t-1} + r_t ⊙ (U s_{t-1} + C c))
+    s_t = z_t ⊙ s_{t-1} + (1 - z_t) ⊙ s~_t
     o_t = maxout_2(O [s_t; y_{t-1}; c] + b_o)   (maxout_dim units, each the max of 2 inputs)
 
-The caller turns o_t into logits. The GRU is Cho et al.'s: the reset gate applies to the state
-before the recurrent matrix (`reset_after=False`), h = z h_{t-1} + (1 - z) h~.
+c enters both gates and the candidate, and the decoder's reset gate applies to the recurrent
+AND the context term after their matrices, as the appendix prints it (the encoder's GRU, eq. 8
+of the main text, resets the state before its matrix). The gates and the candidate carry a
+bias (the paper writes none). The caller turns o_t into logits.
 
 `call` (teacher forcing over [B, T]) and `step` (one position) run the same cell, so incremental
 decoding gives the teacher-forced outputs.
@@ -15,6 +19,44 @@ decoding gives the teacher-forced outputs.
 
 import keras
 import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="tfnmt")
+class ConditionalGRUCell(keras.layers.Layer):
+    """One step of the decoder's GRU: ([y; c] [N, E + C], [s [N, units]]) -> (s', [s']).
+    The input is y and c concatenated (`embed_dim` tells where c starts), so the cell runs in
+    `keras.layers.RNN` over a sequence of [y_{t-1}; c]."""
+
+    def __init__(self, units, embed_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.embed_dim = embed_dim
+        self.state_size = units
+        self.output_size = units
+
+    def build(self, input_shape):
+        u, e = self.units, self.embed_dim
+        self.kernel = self.add_weight(name="kernel", shape=(e, 3 * u), initializer="glorot_uniform")
+        self.context_kernel = self.add_weight(name="context_kernel", shape=(input_shape[-1] - e, 3 * u),
+                                              initializer="glorot_uniform")
+        self.recurrent_kernel = self.add_weight(name="recurrent_kernel", shape=(u, 3 * u),
+                                                initializer="orthogonal")
+        self.bias = self.add_weight(name="bias", shape=(3 * u,), initializer="zeros")
+
+    def call(self, inputs, states, training=False):
+        s = states[0] if isinstance(states, (list, tuple)) else states
+        u = self.units
+        y, c = inputs[:, : self.embed_dim], inputs[:, self.embed_dim:]
+        from_y = tf.matmul(y, self.kernel) + self.bias
+        from_c = tf.matmul(c, self.context_kernel)
+        from_s = tf.matmul(s, self.recurrent_kernel)
+        z, r = tf.split(tf.sigmoid(from_y[:, : 2 * u] + from_c[:, : 2 * u] + from_s[:, : 2 * u]), 2, axis=-1)
+        candidate = tf.tanh(from_y[:, 2 * u:] + r * (from_s[:, 2 * u:] + from_c[:, 2 * u:]))
+        new_s = z * s + (1.0 - z) * candidate
+        return new_s, [new_s]
+
+    def get_config(self):
+        return dict(super().get_config(), units=self.units, embed_dim=self.embed_dim)
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
@@ -26,14 +68,14 @@ class ConditionalGRUDecoder(keras.layers.Layer):
         self.units = units
         self.maxout_dim = maxout_dim
         self.init = keras.layers.Dense(units, activation="tanh", name="init")
-        self.cell = keras.layers.GRUCell(units, reset_after=False, name="gru_cell")
-        self.rnn = keras.layers.RNN(self.cell, return_sequences=True, name="gru")
         self.readout = keras.layers.Dense(2 * maxout_dim, name="readout")
 
     def build(self, input_shape):
         # Built here rather than on first call because beam search steps the cell inside a
         # tf.while_loop, where no variable may be created.
         (_, _, embed_dim), (_, encoding_dim) = input_shape
+        self.cell = ConditionalGRUCell(self.units, embed_dim, name="gru_cell")
+        self.rnn = keras.layers.RNN(self.cell, return_sequences=True, name="gru")
         self.init.build((None, encoding_dim))
         self.cell.build((None, embed_dim + encoding_dim))
         self.readout.build((None, self.units + embed_dim + encoding_dim))

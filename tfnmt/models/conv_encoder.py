@@ -2,9 +2,10 @@
 encoder-decoder of Cho et al. 2014 they are measured against.
 
 Both models compress the source into ONE vector c (no attention) and decode with the Cho et al.
-GRU decoder (layers/conditional_gru_decoder.py): s_0 = tanh(V c), s_t = GRU([y_{t-1}; c],
-s_{t-1}), o_t = maxout(O [s_t; y_{t-1}; c]), p(y_t) = softmax(G_l G_r o_t), where G_r maps o_t
-to `embed_dim` and G_l to the vocabulary (Cho et al.'s rank-`embed_dim` output matrix).
+GRU decoder (layers/conditional_gru_decoder.py): s_0 = tanh(V c), s_t = GRU(y_{t-1}, s_{t-1}, c)
+with c in both gates and, through the reset gate, in the candidate, o_t = maxout(O [s_t;
+y_{t-1}; c]), p(y_t) = softmax(G_l G_r o_t), where G_r maps o_t to `embed_dim` and G_l to the
+vocabulary (Cho et al.'s rank-`embed_dim` output matrix).
 
 `conv_encoder`: c is the convolutional encoding of the source's d x k̄ embedding matrix
 (layers/conv_sentence_encoder.py). Sentences are zero-padded to k̄ = `source_window` tokens
@@ -14,8 +15,8 @@ the trainer lowers --max_source_length to k̄ - 1), and the translator splits it
 at most k̄ - 1 tokens, translates the chunks as extra rows of the batch and joins their outputs
 (decoding/chunking.py), or refuses it with --long_input=error.
 
-`gru_encdec`: c is the last state of a GRU encoder over the source, taken at the sentence's
-real last token (eos), not at batch padding.
+`gru_encdec`: c = tanh(V h_N), h_N the last state of a GRU encoder over the source, taken at
+the sentence's real last token (eos), not at batch padding.
 
 Where the report is silent (its sizes are the defaults; 0 in a size flag means "the variant's"):
 - small_filters reads the e-wide embeddings without up-projection (the report tested it "for its
@@ -198,11 +199,14 @@ class GRUEncoderDecoder(_FixedEncodingSeq2Seq):
         self.source_embedding = keras.layers.Embedding(source_vocab_size, h["embed_dim"],
                                                        name="source_embedding")
         self.encoder_gru = keras.layers.GRU(h["hidden_dim"], reset_after=False, name="encoder_gru")
+        self.encoder_summary = self._build(
+            keras.layers.Dense(h["hidden_dim"], activation="tanh", name="encoder_summary"),
+            (None, h["hidden_dim"]))
         self._init_decoder(h["hidden_dim"])
 
     def encode(self, source, training=False):
         mask = self.padding_mask(source)
         x = self.dropout(self.source_embedding(source), training=training)
-        # With the mask, the GRU carries its state over padding: the output is the state after
-        # the last real token.
-        return {"encoding": self.encoder_gru(x, mask=mask, training=training)}
+        # With the mask, the GRU carries its state over padding: its output is h_N, the state
+        # after the last real token; c = tanh(V h_N) (Cho et al.'s appendix A.1.1).
+        return {"encoding": self.encoder_summary(self.encoder_gru(x, mask=mask, training=training))}
