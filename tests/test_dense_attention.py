@@ -42,10 +42,24 @@ def test_dense_attention_2_is_eq_10():
     out = layer(tf.constant(Z), layer.project_memory([tf.constant(h) for h in H], tf.constant(H0),
                                                      tf.constant(MASK))).numpy()
     query = linear(layer.query, Z)
-    expected = sum(F(query, linear(layer.key_projections[i], H[i]),
-                     linear(layer.value_projections[i], np.concatenate([H[i], H0], -1)), MASK)
-                   for i in range(3))
+    embedding = layer.embedding_projection
+    expected = 0.0
+    for i in range(3):
+        key = layer.key_projections[i].kernel.numpy()
+        # L'_i([h^i; h^0]): one matrix over the concatenation, its blocks K_i and the shared E.
+        value_kernel = np.concatenate([key, embedding.kernel.numpy()], 0)
+        value = np.concatenate([H[i], H0], -1) @ value_kernel + embedding.bias.numpy()
+        expected = expected + F(query, H[i] @ key, value, MASK)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_dense_attention_2_has_dense_attention_1s_parameter_count():
+    """The paper (eq. 10): DenseAtt-2 'maintains the same number of parameters'."""
+    memory = ([tf.constant(h) for h in H], tf.constant(H0), tf.constant(MASK))
+    one, two = DenseAttention1(A), DenseAttention2(A, num_encoder_layers=3)
+    for layer in (one, two):
+        layer(tf.constant(Z), layer.project_memory(*memory))
+    assert two.count_params() == one.count_params() == (7 + 1) * A + (3 + 6 + 2) * A + (5 + 1) * A
 
 
 def test_padding_positions_get_no_attention():

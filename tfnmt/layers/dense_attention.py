@@ -8,6 +8,7 @@ and reused at every decoding step, as the decoder's incremental state does not d
       The same projection P serves as keys and, plus the embedding term, as values, mirroring
       ConvS2S's keys z and values z + e.
   DenseAtt-2 (eq. 10): a = sum_i F(L(z), L_i(h^i), L'_i([h^i; h^0]))
+      with L'_i([h^i; h^0]) = L_i(h^i) + L(h^0): the paper's "same number of parameters".
 """
 
 import keras
@@ -50,24 +51,29 @@ class DenseAttention1(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="tfnmt")
 class DenseAttention2(keras.layers.Layer):
+    """L_i(h^i) = K_i h^i and L'_i([h^i; h^0]) = K_i h^i + E h^0 + b: the value map's h^i block is
+    the key map and its h^0 block is shared by every layer, as DenseAtt-1's values are its keys
+    plus L(h^0). That is what keeps DenseAtt-2 at DenseAtt-1's parameter count, as the paper
+    states (eq. 10): sum_i d_i x a for the keys (DenseAtt-1's projection of the concatenation),
+    d_0 x a + a for the embedding term, and the query."""
+
     def __init__(self, attention_dim, num_encoder_layers, **kwargs):
         super().__init__(**kwargs)
         self.attention_dim = attention_dim
         self.num_encoder_layers = num_encoder_layers
         self.query = keras.layers.Dense(attention_dim, name="query")
-        self.key_projections = [keras.layers.Dense(attention_dim, name=f"key_{i}")
+        # No key bias: it would add the same q.b to every source position, which softmax ignores.
+        self.key_projections = [keras.layers.Dense(attention_dim, use_bias=False, name=f"key_{i}")
                                 for i in range(num_encoder_layers)]
-        self.value_projections = [keras.layers.Dense(attention_dim, name=f"value_{i}")
-                                  for i in range(num_encoder_layers)]
+        self.embedding_projection = keras.layers.Dense(attention_dim, name="embedding")
 
     def project_memory(self, encoder_layers, embedding, mask):
         if len(encoder_layers) != self.num_encoder_layers:
             raise ValueError(f"expected {self.num_encoder_layers} encoder layers, got {len(encoder_layers)}")
         with keras.name_scope(self.name):  # see DenseAttention1.project_memory
-            return {"keys": [k(h) for k, h in zip(self.key_projections, encoder_layers)],
-                    "values": [v(tf.concat([h, embedding], axis=-1))
-                               for v, h in zip(self.value_projections, encoder_layers)],
-                    "mask": mask}
+            keys = [k(h) for k, h in zip(self.key_projections, encoder_layers)]
+            embedded = self.embedding_projection(embedding)
+            return {"keys": keys, "values": [k + embedded for k in keys], "mask": mask}
 
     def call(self, z, memory):
         query = self.query(z)
