@@ -192,6 +192,108 @@ def test_gated_pooling_weights_are_learned(kind):
         assert gradient is not None and np.abs(gradient.numpy()).max() > 0, weight.path
 
 
+# The encoders in numpy (paper 004, sec. 4 and 5.2-5.4), from the token ids: the embeddings are
+# the columns of a d x k̄ matrix whose columns after the sentence are zero; each layer is
+# pooling(ReLU(conv + b)); h_f = W_f h_m + b_f.
+
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
+def ngram_conv(x, kernel, bias):
+    """[B, T, d] -> [B, T, F]: d x n filters, n - 1 zero columns appended after the sentence."""
+    n = kernel.shape[0]
+    padded = np.pad(x, [(0, 0), (0, n - 1), (0, 0)])
+    return sum(padded[:, j:j + x.shape[1]] @ kernel[j] for j in range(n)) + bias
+
+
+def small_conv(image, kernel, bias):
+    """[B, H, W, C] -> [B, H, W, F]: a 2-D convolution keeping the size, zeros around."""
+    kh, kw = kernel.shape[:2]
+    padded = np.pad(image, [(0, 0), ((kh - 1) // 2, kh // 2), ((kw - 1) // 2, kw // 2), (0, 0)])
+    h, w = image.shape[1:3]
+    return sum(padded[:, a:a + h, b:b + w] @ kernel[a, b] for a in range(kh) for b in range(kw)) + bias
+
+
+def windows(x, size):
+    """Non-overlapping pooling windows, a trailing remainder dropped: [..., p (* q), C]."""
+    if len(size) == 1:
+        (p,) = size
+        t = x.shape[1] // p
+        return x[:, :t * p].reshape(x.shape[0], t, p, x.shape[-1])
+    p, q = size
+    h, w = x.shape[1] // p, x.shape[2] // q
+    blocks = x[:, :h * p, :w * q].reshape(x.shape[0], h, p, w, q, x.shape[-1])
+    return blocks.transpose(0, 1, 3, 2, 4, 5).reshape(x.shape[0], h, w, p * q, x.shape[-1])
+
+
+def reference_encoding(model, source):
+    encoder, window = model.encoder, model.source_window
+    table = model.source_embedding.embeddings.numpy().astype(np.float64)
+    rows = np.zeros([len(source), window, table.shape[1]])
+    for b, ids in enumerate(source):
+        real = [i for i in ids if i != PAD_ID]
+        rows[b, :len(real)] = table[real]  # zero columns after the sentence
+    if encoder.upprojection is not None:  # linear, no bias: zero columns stay zero
+        rows = rows @ encoder.upprojection.kernel.numpy()
+    gated = encoder.gated_pooling
+    if encoder.variant == "small_filters":
+        x, size = rows.transpose(0, 2, 1)[..., None], (2, 2)  # the d x k̄ image, one channel
+    else:
+        x, size = rows, (2,)
+    for convolutions, pooling in zip(encoder.convolutions, encoder.poolings):
+        conv = small_conv if encoder.variant == "small_filters" else ngram_conv
+        # Several n-gram widths: each its own filters, outputs concatenated in --ngram_widths order.
+        x = np.concatenate([relu(conv(x, c.kernel.numpy(), c.bias.numpy())) for c in convolutions],
+                           axis=-1)
+        pieces = windows(x, size)
+        if gated:
+            scores = pieces * pooling.scale.numpy() + pooling.position_bias.numpy()
+            weights = np.exp(scores - scores.max(axis=-2, keepdims=True))
+            x = (weights / weights.sum(axis=-2, keepdims=True) * pieces).sum(axis=-2)
+        elif encoder.variant == "small_filters":
+            x = pieces.mean(axis=-2)  # 2x2 average pooling, stride 2 (sec. 5.2)
+        else:
+            x = pieces.max(axis=-2)  # max pooling of width 2, stride 2 over time (sec. 5.4)
+    h_m = x.reshape(len(source), -1)
+    return h_m @ encoder.projection.kernel.numpy() + encoder.projection.bias.numpy()
+
+
+REFERENCE_CASES = dict(
+    {kind: {} for kind in TINY},
+    # Odd sizes: trailing rows / columns / positions dropped by the pooling, an up-projection
+    # before the small filters, a non-square filter.
+    small_filters_odd=dict(conv_input_dim=9, source_window=13, small_filter_size="5x3"),
+    ngram_odd=dict(source_window=11, ngram_widths="3,2"),
+)
+
+
+@pytest.mark.parametrize("case", sorted(REFERENCE_CASES))
+def test_each_encoder_variant_equals_a_numpy_reference(case):
+    kind = case.replace("_odd", "")
+    model = conv_model(kind, **REFERENCE_CASES[case])
+    random_weights(model, seed=4)  # every weight, the gates' and biases' included
+    for convolutions in model.encoder.convolutions:  # few units dead from the start
+        for conv in convolutions:
+            conv.bias.assign(np.abs(conv.bias.numpy()) + 0.2)
+    window = model.source_window
+    source = np.zeros([3, window], np.int32)
+    source[0, :window - 1], source[0, -1] = np.arange(5, 5 + window - 1) % 45 + 5, EOS_ID  # full
+    source[1, :4] = [9, 10, 11, EOS_ID]
+    source[2, :2] = [12, EOS_ID]
+    expected = reference_encoding(model, source.tolist())
+    encoding = model.encode(tf.constant(source))["encoding"].numpy()
+    atol = 1e-5 * np.abs(expected).max()
+    # The sentences' encodings differ by far more than the tolerance (the small filters' averages
+    # the least: by 1e-2).
+    pairs = ((0, 1), (0, 2), (1, 2))
+    assert min(np.abs(expected[a] - expected[b]).max() for a, b in pairs) > 100 * atol
+    np.testing.assert_allclose(encoding, expected, rtol=1e-4, atol=atol)
+    # A batch narrower than the window is zero-filled after the sentences to k̄ columns.
+    narrow = model.encode(tf.constant(source[1:, :4]))["encoding"].numpy()
+    np.testing.assert_allclose(narrow, expected[1:], rtol=1e-4, atol=atol)
+
+
 # --- decoder -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ENCODERS)

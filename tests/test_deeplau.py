@@ -188,18 +188,48 @@ def test_layers_alternate_direction():
         assert (not np.allclose(a, b)) == sees_future
 
 
-def test_attention_query_uses_the_first_layer_state_and_the_previous_word():
-    model = registry.get("deeplau")(50, 60, **TINY)
+def additive_context(model, s1, y, memory):
+    """Eq. 10-11 in numpy: c = sum_j softmax_j(v^T tanh(W_a s1 + W_y y + U_a h_j + b)) h_j."""
+    h = memory["outputs"].numpy()
+    keys = h @ model.decoder_attention_keys.kernel.numpy() + model.decoder_attention_keys.bias.numpy()
+    query = (s1 @ model.decoder_attention_query.kernel.numpy()
+             + y @ model.decoder_attention_embedding.kernel.numpy())
+    scores = (np.tanh(keys + query[:, None]) @ model.decoder_attention_v.kernel.numpy())[..., 0]
+    scores = np.where(memory["mask"].numpy(), scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    return np.einsum("ns,nsd->nd", weights, h)
+
+
+@pytest.mark.parametrize("connection", ["none", "fast_forward"])
+def test_attention_query_uses_the_first_layer_state_and_the_previous_word(connection):
+    # What the decoder step itself computes: the first layer's new state must be
+    # cell_0([c_t; y_{t-1}], s^1_{t-1}) with c_t from eq. 10-11 on the state the step RECEIVED
+    # (s^1_{t-1}: layer 0, before this step), not another layer's, not the new one.
+    model = registry.get("deeplau")(50, 60, stack_connection=connection, **TINY)
     model.build_with_dummy_batch()
     random_weights(model)  # large enough weights that the attention is far from uniform
     memory = model.encode(SOURCE)
-    state = model.initial_state(memory)
-    y = model.target_embedding(tf.constant([10, 10]))
-    base = model._attend(state["layer_0"], y, memory).numpy()
-    other_word = model._attend(state["layer_0"], model.target_embedding(tf.constant([20, 20])),
-                               memory).numpy()
-    assert np.abs(base - other_word).max() > 1e-2
-    assert np.abs(base - model._attend(state["layer_1"], y, memory).numpy()).max() > 1e-2
+    rng = np.random.default_rng(5)
+    state = {key: tf.constant(rng.normal(0, 1, value.shape).astype(np.float32))
+             for key, value in model.initial_state(memory).items()}  # every layer different
+    ids = tf.constant([10, 20])
+    y = model.target_embedding(ids).numpy()
+    _, new_state = model.step(ids, 3, state, memory)
+
+    def first_layer_after(s_query, word):
+        x = np.concatenate([additive_context(model, s_query, word, memory), y], axis=1)
+        h, _ = model.decoder_cells[0](tf.constant(x, tf.float32), [state["layer_0"]])
+        return h.numpy()
+
+    np.testing.assert_allclose(new_state["layer_0"].numpy(),
+                               first_layer_after(state["layer_0"].numpy(), y), atol=1e-5)
+    # The check can tell the queries apart: another layer's state, the new state or another
+    # word give another first-layer state.
+    y_other = model.target_embedding(tf.constant([30, 31])).numpy()
+    for s_query, word in ((state["layer_1"].numpy(), y), (new_state["layer_0"].numpy(), y),
+                          (state["layer_0"].numpy(), y_other)):
+        assert np.abs(first_layer_after(s_query, word) - new_state["layer_0"].numpy()).max() > 1e-2
 
 
 def test_bad_choices_are_config_errors():

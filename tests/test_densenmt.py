@@ -80,6 +80,99 @@ def test_dense_layers_grow_by_the_growth_rate_and_summaries_reset_the_width():
     assert len(memory["layers"]) == 5 and len(memory["layers"][0]["keys"]) == 1
 
 
+def weight_normed(layer, axes):
+    v, g = layer.v.numpy().astype(np.float64), layer.g.numpy()
+    return v * g / np.sqrt((v ** 2).sum(axis=axes, keepdims=True) + 1e-12)
+
+
+def glu_conv(layer, x, causal):
+    """GLU(Conv_k(x) -> 2w) in numpy: 'same' padding, or k - 1 zeros before (causal)."""
+    conv = layer.conv
+    k = conv.kernel_size
+    kernel = weight_normed(conv, (0, 1))
+    pad = (k - 1, 0) if causal else ((k - 1) // 2, k // 2)
+    padded = np.pad(x, [(0, 0), pad, (0, 0)])
+    out = sum(padded[:, j:j + x.shape[1]] @ kernel[j] for j in range(k)) + conv.bias.numpy()
+    a, b = np.split(out, 2, axis=-1)
+    return a / (1.0 + np.exp(-b))
+
+
+def summary(layer, x, causal):
+    """Sec. 3.3 as the authors' code: sqrt(0.5) * (GLU(Conv(x) -> 2w) + Linear(x -> w))."""
+    linear = x @ weight_normed(layer.linear, 0) + layer.linear.bias.numpy()
+    return np.sqrt(0.5) * (glu_conv(layer, x, causal) + linear)
+
+
+def record_calls(layers):
+    """Wraps each layer's call: {name: [(input, output), ...]} as numpy."""
+    seen = {}
+    for layer in layers:
+        def call(x, *args, _layer=layer, _call=layer.call, **kwargs):
+            out = _call(x, *args, **kwargs)
+            seen.setdefault(_layer.name, []).append((x.numpy(), out.numpy()))
+            return out
+        layer.call = call
+    return seen
+
+
+def assert_close(actual, expected):
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+# sumlen 0: every layer sees all before it; 3: a summary after layers 2 and 4 of 5.
+@pytest.mark.parametrize("layers,sumlen,attention", [(4, 0, "dense2"), (5, 3, "dense1"),
+                                                     (5, 3, "none")])
+def test_dense_layers_read_eq_6_and_7_concatenations_and_summaries_are_glu_plus_linear(
+        layers, sumlen, attention):
+    model = make(encoder_layers=layers, decoder_layers=layers, sumlen=sumlen, attention=attention)
+    rng = np.random.default_rng(3)
+    for w in model.weights:  # biases and gains too, so that every term shows in the outputs
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    seen = record_calls(model.encoder_convs + list(model.encoder_summary.values())
+                        + model.decoder_convs + list(model.decoder_summary.values())
+                        + model.decoder_attention_out + [model.decoder_out])
+    model({"source": SOURCE, "target_in": TARGET_IN})
+    source, target = SOURCE.numpy(), TARGET_IN.numpy()
+    keep = (source != 0)[:, :, None]
+
+    def embedded(table, positions, ids):
+        return table.embeddings.numpy()[ids] + positions.embeddings.numpy()[np.arange(ids.shape[1])]
+
+    def check(name, expected_input, function, layer, causal):
+        (x, out), = seen[name]
+        assert_close(x, expected_input)  # which features, in which order
+        expected = function(layer, expected_input, causal)
+        assert_close(out, expected)
+        return expected
+
+    # Eq. 6, oldest first: h^{l+1} = H([h^0; h^1; ...; h^l]) (the paper writes newest first; the
+    # order only permutes the convolution's input rows: same functions, init and weight norm);
+    # padding zeroed before every convolution. A summary s replaces everything before it: later
+    # layers read [s; h^..].
+    features = [embedded(model.source_embedding, model.source_position_embedding, source)]
+    for i, layer in enumerate(model.encoder_convs, start=1):
+        features.append(check(layer.name, np.concatenate(features, -1) * keep, glu_conv, layer,
+                              causal=False))
+        if i in model.encoder_summary:
+            features = [check(f"encoder_summary_{i}", np.concatenate(features, -1) * keep, summary,
+                              model.encoder_summary[i], causal=False)]
+    # Eq. 7: z^{l+1} = H([z^0; z^1; a^1; ...; z^l; a^l]) with a^l the attention of layer l
+    # (projected to the growth width); causal convolutions.
+    features = [embedded(model.target_embedding, model.target_position_embedding, target)]
+    for i, layer in enumerate(model.decoder_convs):
+        features.append(check(layer.name, np.concatenate(features, -1), glu_conv, layer,
+                              causal=True))
+        if attention != "none":
+            (_, a), = seen[f"decoder_attention_out_{i}"]
+            features.append(a)
+        if i + 1 in model.decoder_summary:
+            features = [check(f"decoder_summary_{i + 1}", np.concatenate(features, -1), summary,
+                              model.decoder_summary[i + 1], causal=True)]
+    # The output reads the layers since the last summary.
+    (x, _), = seen["decoder_out"]
+    assert_close(x, np.concatenate(features, -1))
+
+
 def test_small_embeddings_are_projected_to_the_model_width():
     model = make(embedding_dim=4)
     assert model.source_embedding.embeddings.shape == (50, 4)
