@@ -1,0 +1,156 @@
+"""The fault battery: interrupted and failing runs report one line and lose nothing.
+
+Killed training (kill -9, again and again), a full disk while saving or exporting (a writer that
+raises), paths that cannot be written, and `translate` interrupted or failing mid-file."""
+
+import errno
+import glob
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from conftest import events, run_cli, run_cli_subprocess, synthetic_pairs, tiny_train_flags
+from tfnmt.serving.client import ServerError
+from tfnmt.training import checkpoints
+
+
+def _error(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err)
+    return err[-1]
+
+
+def _full_disk(path="ckpt"):
+    return tf.errors.ResourceExhaustedError(None, None, f"{path}; No space left on device")
+
+
+def _restorable(path):
+    """Reads every tensor of a checkpoint; returns its optimizer step."""
+    reader = tf.train.load_checkpoint(path)
+    for key in reader.get_variable_to_shape_map():
+        reader.get_tensor(key)
+    return int(reader.get_tensor("optimizer/iteration/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+# --- translate: the output path first, then lines written in order as they are known ----------
+
+@pytest.fixture
+def file_in_the_way(tmp_path):
+    path = tmp_path / "a-file"
+    path.write_text("")
+    return path
+
+
+@pytest.mark.parametrize("backend", [["--model_dir=/nonexistent"], ["--saved_model=/nonexistent"],
+                                     ["--server=http://127.0.0.1:9", "--model=m", "--server_retries=0"]])
+def test_a_bad_output_path_fails_before_the_model_is_loaded(backend, tmp_path, file_in_the_way, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("the dog\n")
+    # Nothing named /nonexistent is ever read: the error is about --output, not the model.
+    for output, problem in [(file_in_the_way / "out.txt", "is a file, not a directory"),
+                            (tmp_path / "missing" / "out.txt", "does not exist"),
+                            (tmp_path, "is a directory")]:
+        assert run_cli("translate", *backend, f"--input={source}", f"--output={output}") == 2
+        line = _error(capsys)
+        assert line.startswith("tfnmt translate: error: --output=") and problem in line, line
+    assert not (tmp_path / "missing").exists()
+
+
+def test_evaluate_checks_its_output_path_first(file_in_the_way, capsys):
+    assert run_cli("evaluate", "--model_dir=/nonexistent", f"--output={file_in_the_way}/hyp.txt") == 2
+    assert "is a file, not a directory" in _error(capsys)
+
+
+class _FailingTranslator:
+    """Upper-cases its input; the `fail_at`-th call raises `error`."""
+
+    def __init__(self, fail_at, error):
+        self.fail_at, self.error, self.calls = fail_at, error, 0
+
+    def translate(self, text):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise self.error
+        return {"translations": tf.strings.upper(text)}
+
+
+def _window_lines():
+    # --decode_batch_size=2 sorts within windows of 16 lines; the second window's first line is
+    # its longest, so no line of it can be written before the whole window is translated.
+    first = [f"line {i} " + "x" * (i % 5) for i in range(16)]
+    second = [f"line {16 + i} " + "y" * (20 - i) for i in range(16)]
+    return first + second + ["z"] * 8
+
+
+@pytest.mark.parametrize("error, code", [(ServerError("the server went away"), 2),
+                                         (KeyboardInterrupt(), 130)])
+def test_a_translation_failing_mid_file_leaves_the_lines_before_in_order(
+        error, code, tmp_path, monkeypatch, caplog):
+    from tfnmt.cli import common
+    lines = _window_lines()
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n")
+    failing = _FailingTranslator(fail_at=10, error=error)  # in the second window
+    monkeypatch.setattr(common, "translator_from_flags", lambda: (None, failing))
+    assert run_cli("translate", "--saved_model=unused", f"--input={source}", f"--output={out}",
+                   "--decode_batch_size=2") == code
+    assert out.read_text() == "".join(line.upper() + "\n" for line in lines[:16])
+    assert f"{out} holds the first 16 of 40 translations" in caplog.text
+
+
+def test_a_translation_succeeding_writes_every_line_in_order(tmp_path, monkeypatch):
+    from tfnmt.cli import common
+    lines = _window_lines()
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(common, "translator_from_flags", lambda: (None, _FailingTranslator(0, None)))
+    assert run_cli("translate", "--saved_model=unused", f"--input={source}", f"--output={out}",
+                   "--decode_batch_size=3") == 0
+    assert out.read_text() == "".join(line.upper() + "\n" for line in lines)
+
+
+def test_a_full_disk_while_translating_is_one_line(tmp_path, monkeypatch, capsys):
+    from tfnmt.cli import common
+    (tmp_path / "in.txt").write_text("a\nb\n")
+    monkeypatch.setattr(common, "translator_from_flags", lambda: (None, _FailingTranslator(0, None)))
+    # Every write to /dev/full fails with ENOSPC.
+    assert run_cli("translate", "--saved_model=unused", f"--input={tmp_path / 'in.txt'}",
+                   "--output=/dev/full") == 2
+    assert _error(capsys) == ("tfnmt translate: error: cannot write /dev/full: no space left on "
+                              "device; free some space or choose another --output")
+
+
+def test_ctrl_c_during_translate_leaves_a_prefix_of_complete_lines(trained_model, tmp_path):
+    sentences = [source for source, _ in synthetic_pairs(3000, seed=7)]
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(sentences) + "\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tfnmt", "translate", f"--model_dir={trained_model}",
+         f"--input={source}", f"--output={out}", "--decode_batch_size=1", "--beam_size=1"],
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None and \
+            (not out.exists() or out.read_text().count("\n") < 20):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=60)[1]
+    assert process.returncode == 130, stderr[-2000:]
+    assert "tfnmt translate: interrupted" in stderr and "Traceback" not in stderr
+    text = out.read_text()
+    assert text.endswith("\n")
+    written = text.splitlines()
+    assert 20 <= len(written) < len(sentences)
+    assert f"holds the first {len(written)} of {len(sentences)} translations" in stderr
+    # The same lines, translated one by one in-process, are exactly what was written.
+    (tmp_path / "prefix.txt").write_text("\n".join(sentences[:len(written)]) + "\n")
+    assert run_cli("translate", f"--model_dir={trained_model}", f"--input={tmp_path / 'prefix.txt'}",
+                   f"--output={tmp_path / 'expected.txt'}", "--decode_batch_size=1",
+                   "--beam_size=1") == 0
+    assert written == (tmp_path / "expected.txt").read_text().splitlines()
