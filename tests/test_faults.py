@@ -154,3 +154,62 @@ def test_ctrl_c_during_translate_leaves_a_prefix_of_complete_lines(trained_model
                    f"--output={tmp_path / 'expected.txt'}", "--decode_batch_size=1",
                    "--beam_size=1") == 0
     assert written == (tmp_path / "expected.txt").read_text().splitlines()
+
+
+# --- export and average: paths that cannot be written, a full disk ---------------------------
+
+@pytest.mark.parametrize("verb, flag", [("export", "export_dir"), ("average", "output_dir")])
+def test_export_and_average_into_a_path_under_a_file_fail_in_one_line(
+        verb, flag, trained_model, file_in_the_way, capsys):
+    # A read-only directory does not stop root, who runs the tests; a file in the way does.
+    for model_dir in ("/nonexistent", trained_model):  # refused before the model is read
+        assert run_cli(verb, f"--model_dir={model_dir}", f"--{flag}={file_in_the_way}/sub") == 2
+        line = _error(capsys)
+        assert line.startswith(f"tfnmt {verb}: error: --{flag}={file_in_the_way}/sub: "
+                               f"{file_in_the_way} is a file, not a directory"), line
+
+
+def test_full_disk_during_export_leaves_no_partial_version(trained_model, tmp_path, monkeypatch, capsys):
+    base = tmp_path / "export"
+    (base / "tiny" / "1").mkdir(parents=True)
+    (base / "tiny" / "1" / "saved_model.pb").write_text("the version being served")
+
+    def save(obj, path, signatures=None):
+        os.makedirs(os.path.join(path, "variables"))
+        with open(os.path.join(path, "saved_model.pb"), "wb") as f:
+            f.write(b"half")
+        raise _full_disk(os.path.join(path, "variables"))
+    monkeypatch.setattr(tf.saved_model, "save", save)
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--export_name=tiny") == 2
+    line = _error(capsys)
+    assert line == (f"tfnmt export: error: cannot write {base}/tiny/2: no space left on device; "
+                    "free some space or choose another --export_dir")
+    assert os.listdir(base / "tiny") == ["1"]
+    assert (base / "tiny" / "1" / "saved_model.pb").read_text() == "the version being served"
+
+
+def test_full_disk_during_tflite_export_leaves_no_partial_version(trained_model, tmp_path, monkeypatch, capsys):
+    from tfnmt.export import tflite
+    monkeypatch.setattr(tflite, "convert", lambda translator, quantize: b"flatbuffer")
+
+    def copy(source, target):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(tflite.shutil, "copy", copy)
+    base = tmp_path / "export"
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--export_name=tiny", "--format=tflite") == 2
+    assert "cannot write" in _error(capsys)
+    assert os.listdir(base / "tiny") == []
+
+
+def test_full_disk_during_average_leaves_no_output_dir(trained_model, tmp_path, monkeypatch, capsys):
+    def save(self, checkpoint_number=None, options=None):
+        os.makedirs(os.path.join(self.directory, "ckpt-80_temp"))
+        raise _full_disk(self.directory)
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
+    out = tmp_path / "avg"
+    assert run_cli("average", f"--model_dir={trained_model}", f"--output_dir={out}") == 2
+    assert _error(capsys) == (f"tfnmt average: error: cannot write {out}: no space left on "
+                              "device; free some space or choose another --output_dir")
+    assert os.listdir(tmp_path) == []
