@@ -213,3 +213,96 @@ def test_full_disk_during_average_leaves_no_output_dir(trained_model, tmp_path, 
     assert _error(capsys) == (f"tfnmt average: error: cannot write {out}: no space left on "
                               "device; free some space or choose another --output_dir")
     assert os.listdir(tmp_path) == []
+
+
+# --- training: a full disk, corrupt and killed saves ------------------------------------------
+
+def test_full_disk_during_a_checkpoint_save_stops_training_and_loses_nothing(
+        corpus, tmp_path, monkeypatch, capsys):
+    model_dir = str(tmp_path / "m")
+    real_save, calls = tf.train.CheckpointManager.save, []
+
+    def save(self, checkpoint_number=None, options=None):
+        calls.append(checkpoint_number)
+        if len(calls) < 2:
+            return real_save(self, checkpoint_number=checkpoint_number, options=options)
+        # What a save killed by ENOSPC leaves: part of its temporary shard.
+        os.makedirs(os.path.join(self.directory, f"ckpt-{checkpoint_number}_temp"))
+        with open(os.path.join(self.directory, f"ckpt-{checkpoint_number}_temp",
+                               "part-00000-of-00001.data-00000-of-00001"), "wb") as f:
+            f.write(b"half")
+        raise _full_disk(os.path.join(self.directory, f"ckpt-{checkpoint_number}_temp"))
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
+    flags = tiny_train_flags(corpus, model_dir, steps=20)  # saves at 10 and 20
+    assert run_cli("train", *flags) == 2
+    line = _error(capsys)
+    assert line == (f"tfnmt train: error: cannot write {model_dir}/ckpt/ckpt-20: no space left on "
+                    f"device; free some space, then run the same command again: training resumes "
+                    f"from {model_dir}/ckpt/ckpt-10")
+    assert sorted(os.listdir(os.path.join(model_dir, "ckpt"))) == [
+        "checkpoint", "ckpt-10.data-00000-of-00001", "ckpt-10.index"]
+    assert [_restorable(p) for p in checkpoints.list_checkpoints(model_dir)] == [10]
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", real_save)
+    assert run_cli("train", *flags) == 0
+    assert [_restorable(p) for p in checkpoints.list_checkpoints(model_dir)] == [20, 10]
+
+
+def test_full_disk_while_keeping_a_best_checkpoint_keeps_the_previous_best(tmp_path, monkeypatch):
+    from tfnmt import model_dir as model_dir_lib
+    from tfnmt.errors import OutputError
+    model_dir = str(tmp_path / "m")
+    config = {"model": "transformer", "hparams": dict(encoder_layers=1, decoder_layers=1, d_model=8,
+                                                      ffn_dim=8, num_heads=2),
+              "source_vocab_size": 20, "target_vocab_size": 20}
+    model = model_dir_lib.build_model(config)
+    manager = checkpoints.Checkpoints(model_dir, checkpoints.trackables(model))
+    assert manager.offer_best(1, {"loss": 3.0})
+
+    def write_json(path, value):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(checkpoints, "_write_json", write_json)  # after best/ckpt-2 is written
+    with pytest.raises(OutputError, match=r"cannot write .*/best/ckpt-2: no space left on device"):
+        manager.offer_best(2, {"loss": 2.0})
+    assert checkpoints.read_best_index(model_dir) == [{"step": 1, "loss": 3.0, "path": "ckpt-1"}]
+    assert sorted(os.listdir(os.path.join(model_dir, "best"))) == [
+        "best.json", "ckpt-1.data-00000-of-00001", "ckpt-1.index"]
+    checkpoints.restore_model(model, checkpoints.resolve(model_dir, "best"))
+
+
+def test_killed_training_resumes_from_the_last_checkpoint_again_and_again(corpus, tmp_path):
+    """kill -9 at random points of a run that saves every step, three times; every checkpoint
+    left is restorable, and the run then completes with the right step count."""
+    model_dir = str(tmp_path / "m")
+    steps = 120
+    flags = tiny_train_flags(corpus, model_dir, steps=steps)
+    flags = [f for f in flags if not f.startswith(("--save_every", "--validate_every", "--bleu"))]
+    flags += ["--save_every=1", "--validate_every=1000", "--bleu_sentences=0", "--keep_checkpoints=3"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    state = os.path.join(model_dir, "ckpt", "checkpoint")
+    rng = random.Random(0)
+    saved = [0]
+    for kill in range(3):
+        process = subprocess.Popen([sys.executable, "-m", "tfnmt", "train", *flags], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 240
+        while time.time() < deadline and process.poll() is None and \
+                checkpoints.list_checkpoints(model_dir)[:1] in ([], [f"{model_dir}/ckpt/ckpt-{saved[-1]}"]):
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0, 0.5))  # somewhere in the saves that follow, one per step
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        assert os.path.exists(state), "no checkpoint was written before the kill"
+        # The checkpoints the state file lists are whole, at the step their name says.
+        listed = checkpoints.list_checkpoints(model_dir)
+        assert [_restorable(p) for p in listed] == [int(p.rsplit("-", 1)[1]) for p in listed]
+        saved.append(_restorable(listed[0]))
+        assert saved[-1] > saved[-2] and saved[-1] < steps
+    # A kill between writing ckpt-N's files and updating the state file leaves ckpt-N behind,
+    # listed nowhere; training resumes from the state file's newest.
+    (tmp_path / "m" / "ckpt" / "ckpt-999_temp").mkdir()  # as a kill mid-save leaves it
+    resumed = run_cli_subprocess("train", *flags, check=True)
+    assert f"resuming from {model_dir}/ckpt/ckpt-{saved[-1]} at step {saved[-1]} " in resumed.stderr
+    assert not glob.glob(os.path.join(model_dir, "ckpt", "*_temp*"))
+    listed = checkpoints.list_checkpoints(model_dir)
+    assert [_restorable(p) for p in listed] == [steps, steps - 1, steps - 2]
+    assert events(model_dir, "train/loss")[-1][0] == steps
