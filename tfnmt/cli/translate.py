@@ -58,8 +58,8 @@ class _Output:
 def run():
     if FLAGS.output != "-":
         common.check_output_file(FLAGS.output)
-    lines, problems = _read_input()
     config, translator = common.translator_from_flags()
+    lines, problems = _read_input()
     for problem in problems:
         logging.warning("%s; translating it with U+FFFD in place of the bad bytes", problem)
     for number, line in enumerate(lines, start=1):
