@@ -1,15 +1,10 @@
 """The foundation's acceptance runs on real Multi30k and in separate processes."""
 
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
-import tensorflow as tf
 
-from conftest import REPO, run_cli_subprocess, tiny_train_flags
+from conftest import REPO, run_cli_subprocess
 
 
 @pytest.fixture(scope="module")
@@ -51,28 +46,3 @@ def test_exported_model_in_a_fresh_process_equals_checkpoint_translation(quickst
     assert len(from_checkpoint.stdout.splitlines()) == 40
     assert from_export.stdout == from_checkpoint.stdout
 
-
-def test_killed_training_resumes_from_the_last_checkpoint(corpus, tmp_path):
-    model_dir = str(tmp_path / "m")
-    flags = tiny_train_flags(corpus, model_dir, steps=400)
-    flags = [f for f in flags if not f.startswith(("--save_every", "--validate_every"))]
-    flags += ["--save_every=10", "--validate_every=1000", "--bleu_sentences=0"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    process = subprocess.Popen([sys.executable, "-m", "tfnmt", "train", *flags], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = os.path.join(model_dir, "ckpt", "checkpoint")
-    deadline = time.time() + 240
-    while time.time() < deadline and not (os.path.exists(state) and "ckpt-30" in open(state).read()):
-        time.sleep(0.2)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert os.path.exists(state), "no checkpoint was written before the kill"
-    # The last checkpoint is the one the state file records: a kill between writing ckpt-N's
-    # files and updating the state leaves ckpt-N behind, and training resumes before it.
-    saved_step = int(tf.train.get_checkpoint_state(os.path.dirname(state)).model_checkpoint_path
-                     .rsplit("-", 1)[1])
-    assert 30 <= saved_step < 400
-    flags = [f for f in flags if not f.startswith("--train_steps")] + [f"--train_steps={saved_step + 20}"]
-    resumed = run_cli_subprocess("train", *flags, check=True)
-    assert f"at step {saved_step} " in resumed.stderr
-    assert f"saved {model_dir}/ckpt/ckpt-{saved_step + 20}" in resumed.stderr

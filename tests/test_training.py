@@ -50,17 +50,34 @@ def test_resume_refuses_a_different_architecture(corpus, trained_model, capsys):
     assert "trained with --d_model=32, not 64" in capsys.readouterr().err
 
 
-def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(corpus, tmp_path, caplog):
+def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one_and_is_set_aside(corpus, tmp_path, caplog):
     model_dir = str(tmp_path / "m")
     assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=20)) == 0
     latest = checkpoints.resolve(model_dir)
     assert latest.endswith("ckpt-20")
-    for data in glob.glob(latest + ".data-*"):
+    assert [e["step"] for e in checkpoints.read_best_index(model_dir)] == [20]
+    for data in glob.glob(latest + ".data-*") + glob.glob(os.path.join(model_dir, "best", "ckpt-20.data-*")):
         with open(data, "r+b") as f:
             f.truncate(10)
-    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=30)) == 0
+    # What saves killed mid-way leave behind.
+    os.makedirs(os.path.join(model_dir, "ckpt", "ckpt-25_temp"))
+    open(os.path.join(model_dir, "ckpt", "checkpoint.tmp0123abcd"), "w").close()
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=30)) == 0  # saves 15, 30
     assert "ckpt-20 is unreadable" in caplog.text
     assert "resuming from" in caplog.text and "ckpt-10 at step 10" in caplog.text
+    set_aside = [r.getMessage() for r in caplog.records if "set aside" in r.getMessage()]
+    assert len(set_aside) == 2 and "best/ckpt-20" in set_aside[1], set_aside
+    ckpt_dir = os.path.join(model_dir, "ckpt")
+    assert glob.glob(os.path.join(ckpt_dir, "ckpt-20.corrupt-*.index"))
+    assert not glob.glob(os.path.join(ckpt_dir, "ckpt-20.index"))
+    assert not glob.glob(os.path.join(ckpt_dir, "*_temp*")) + glob.glob(os.path.join(ckpt_dir, "*.tmp*"))
+    listed = [os.path.basename(p) for p in checkpoints.list_checkpoints(model_dir)]
+    assert listed == ["ckpt-30", "ckpt-15", "ckpt-10"]
+    assert "ckpt-20" not in open(os.path.join(ckpt_dir, "checkpoint")).read()
+    assert [e["step"] for e in checkpoints.read_best_index(model_dir)] == [30]
+    for which in ("last", "best"):
+        assert run_cli("average", f"--model_dir={model_dir}", f"--output_dir={tmp_path / which}",
+                       f"--average_from={which}") == 0
 
 
 def test_corrupt_checkpoint_is_a_clear_error_for_translation(trained_model, tmp_path, capsys):

@@ -18,3 +18,29 @@ class ConfigError(UserError):
 
 class CheckpointError(UserError):
     """A checkpoint that is missing, unreadable or does not match the model."""
+
+
+class OutputError(UserError):
+    """A file or directory that cannot be written: a bad path, no permission, a full disk."""
+
+
+def write_errors():
+    """What writing a file raises: Python's OSError, TensorFlow's errors for the same causes
+    (ENOSPC is ResourceExhausted, a file in the way FailedPrecondition)."""
+    import tensorflow as tf
+    return (OSError, tf.errors.ResourceExhaustedError, tf.errors.FailedPreconditionError,
+            tf.errors.PermissionDeniedError, tf.errors.NotFoundError)
+
+
+def cannot_write(path, error, remedy):
+    """The OutputError for `error` (one of write_errors()) raised while writing `path`."""
+    import errno
+    import tensorflow as tf
+    if isinstance(error, tf.errors.ResourceExhaustedError) or \
+            getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+        reason = "no space left on device"
+    elif isinstance(error, OSError):
+        reason = error.strerror or str(error)
+    else:
+        reason = str(getattr(error, "message", error)).strip().splitlines()[0]
+    return OutputError(f"cannot write {path}: {reason}; {remedy}")

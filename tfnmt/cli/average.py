@@ -14,15 +14,17 @@ from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import vocab
-from tfnmt.errors import CheckpointError, ConfigError
+from tfnmt.errors import CheckpointError, ConfigError, cannot_write, write_errors
 from tfnmt.training import checkpoints
 
 
 def average_checkpoints(model_dir, output_dir, num, which="last"):
     """Writes output_dir (config, vocabulary, one checkpoint of averaged weights); returns the
-    checkpoint path and the averaged paths."""
+    checkpoint path and the averaged paths. output_dir appears complete or not at all."""
     if os.path.abspath(output_dir) == os.path.abspath(model_dir):
         raise ConfigError("--output_dir must differ from --model_dir")
+    if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
+        raise ConfigError(f"--output_dir={output_dir} exists and is not empty: choose a new one")
     paths = checkpoints.list_checkpoints(model_dir, which)[:num]
     if not paths:
         raise CheckpointError(f"no {which} checkpoints in {model_dir}")
@@ -37,20 +39,38 @@ def average_checkpoints(model_dir, output_dir, num, which="last"):
             total += variable.numpy()
     for total, variable in zip(sums, model.weights):
         variable.assign((total / len(paths)).astype(variable.dtype))
-    os.makedirs(output_dir, exist_ok=True)
-    model_dir_lib.write_config(output_dir, config)
+    step = max(int(p.rsplit("-", 1)[1]) for p in paths)
+    output_dir = os.path.normpath(output_dir)
+    staging = os.path.join(os.path.dirname(output_dir), f".{os.path.basename(output_dir)}.staging-{os.getpid()}")
+    try:
+        try:
+            _write_model_dir(staging, model, config, model_dir, step)
+            if os.path.isdir(output_dir):
+                os.rmdir(output_dir)  # empty, checked above
+            os.rename(staging, output_dir)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    except write_errors() as e:
+        raise cannot_write(output_dir, e, "free some space or choose another --output_dir") from None
+    return os.path.join(output_dir, checkpoints.LAST_DIR, f"ckpt-{step}"), paths
+
+
+def _write_model_dir(directory, model, config, model_dir, step):
+    os.makedirs(directory)
+    model_dir_lib.write_config(directory, config)
     for name in (vocab.JOINT_FILE, vocab.SOURCE_FILE, vocab.TARGET_FILE):
         if os.path.isfile(os.path.join(model_dir, name)):
-            shutil.copy(os.path.join(model_dir, name), os.path.join(output_dir, name))
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(**checkpoints.trackables(model)),
-                                         os.path.join(output_dir, checkpoints.LAST_DIR), max_to_keep=1,
-                                         checkpoint_name="ckpt")
-    step = max(int(p.rsplit("-", 1)[1]) for p in paths)
-    return manager.save(checkpoint_number=step), paths
+            shutil.copy(os.path.join(model_dir, name), os.path.join(directory, name))
+    # The state file names the checkpoint relative to its directory, so the rename keeps it valid.
+    tf.train.CheckpointManager(tf.train.Checkpoint(**checkpoints.trackables(model)),
+                               os.path.join(directory, checkpoints.LAST_DIR), max_to_keep=1,
+                               checkpoint_name="ckpt").save(checkpoint_number=step)
 
 
 def run():
     common.require("model_dir", "output_dir")
+    common.check_output_dir(FLAGS.output_dir, "output_dir")
     path, averaged = average_checkpoints(FLAGS.model_dir, FLAGS.output_dir, FLAGS.num_checkpoints,
                                          FLAGS.average_from)
     logging.info("averaged %d checkpoints: %s", len(averaged), ", ".join(averaged))

@@ -9,7 +9,7 @@ from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import sources
 from tfnmt.decoding.translator import Translator
-from tfnmt.errors import ConfigError, DataError
+from tfnmt.errors import ConfigError, DataError, OutputError
 from tfnmt.training import checkpoints
 
 
@@ -17,6 +17,33 @@ def require(*names):
     for name in names:
         if not FLAGS[name].value:
             raise ConfigError(f"--{name} is required")
+
+
+def check_output_dir(path, flag):
+    """Before any work: refuses a directory --FLAG that cannot be created or written (a file in
+    the way, no permission)."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OutputError(f"--{flag}={path}: {existing} is a file, not a directory; choose "
+                          f"another --{flag}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"--{flag}={path}: {existing} is not writable; choose another --{flag}")
+
+
+def check_output_file(path, flag="output"):
+    """Before any work: refuses a file --FLAG that cannot be written (its directory missing or
+    not writable, or it is a directory)."""
+    if os.path.isdir(path):
+        raise OutputError(f"--{flag}={path} is a directory; name a file")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        problem = "is a file, not a directory" if os.path.exists(parent) else "does not exist"
+        raise OutputError(f"--{flag}={path}: {parent} {problem}; create the directory or "
+                          f"choose another --{flag}")
+    if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise OutputError(f"--{flag}={path} is not writable; choose another --{flag}")
 
 
 def data_spec(config=None):

@@ -10,10 +10,13 @@ from tfnmt.cli.flags import FLAGS
 from tfnmt.data import sources
 from tfnmt.evaluation import bleu, length_buckets
 from tfnmt.decoding.translator import translate_sentences
+from tfnmt.errors import cannot_write
 
 
 def run():
     edges = length_buckets.parse_edges(FLAGS.length_buckets) if FLAGS.length_buckets else None
+    if FLAGS.output and FLAGS.output != "-":
+        common.check_output_file(FLAGS.output)
     config, translator = common.translator_from_flags()
     spec = common.data_spec(config)
     split = common.splits(spec)[2]
@@ -23,8 +26,11 @@ def run():
     hypotheses = translate_sentences(translator, source_sentences, FLAGS.decode_batch_size)
     elapsed = time.time() - start
     if FLAGS.output and FLAGS.output != "-":
-        with open(FLAGS.output, "w", encoding="utf-8") as f:
-            f.write("\n".join(hypotheses) + "\n")
+        try:
+            with open(FLAGS.output, "w", encoding="utf-8") as f:
+                f.write("\n".join(hypotheses) + "\n")
+        except OSError as e:
+            raise cannot_write(FLAGS.output, e, "free some space or choose another --output") from None
     result = bleu.score(hypotheses, references, lowercase=FLAGS.lowercase)
     logging.info("translated %d sentences in %.1fs", len(hypotheses), elapsed)
     print(f"{spec.source} {spec.source_lang}-{spec.target_lang} {split}: "

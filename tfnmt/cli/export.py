@@ -11,6 +11,7 @@ from tfnmt.export import saved_model, tflite
 
 def run():
     common.require("model_dir", "export_dir")
+    common.check_output_dir(FLAGS.export_dir, "export_dir")
     config, translator = common.load_translator()
     name = FLAGS.export_name or config["model"]
     if FLAGS.format == "tflite":

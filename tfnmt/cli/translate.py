@@ -4,6 +4,11 @@ checkpoint (--model_dir), an export (--saved_model) or a served model (--server,
 Lines keep their order and count: an empty input line gives an empty output line; a line with
 invalid UTF-8 is translated with U+FFFD in place of the bad bytes; a line longer than
 --max_input_length subwords is cut to it. Each case is reported on stderr with its line number.
+
+The output path is checked before anything is loaded. Translations are written in input order
+as soon as every line before them is known (decoding sorts by length within windows of
+STREAM_WINDOW_BATCHES batches), so an interrupted or failed run leaves complete lines, a prefix
+of the output.
 """
 
 import sys
@@ -14,9 +19,8 @@ from absl import logging
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data.text_files import decode_lines, read_lines
-from tfnmt.decoding.translator import translate_sentences
-from tfnmt.errors import DataError
-from tfnmt.serving.client import ServerError
+from tfnmt.decoding.translator import STREAM_WINDOW_BATCHES, OrderedWriter, translations
+from tfnmt.errors import cannot_write
 
 
 def _read_input():
@@ -25,7 +29,35 @@ def _read_input():
     return read_lines(FLAGS.input, role="input", replace_invalid=True)
 
 
+class _Output:
+    """--output (a file or stdout) behind an OrderedWriter; a failed write or close becomes one
+    line naming the file."""
+
+    def __init__(self):
+        self.name = "stdout" if FLAGS.output == "-" else FLAGS.output
+        try:
+            self.stream = sys.stdout if FLAGS.output == "-" else open(FLAGS.output, "w", encoding="utf-8")
+        except OSError as e:
+            raise cannot_write(self.name, e, "choose another --output") from None
+        self.writer = OrderedWriter(self.stream)
+
+    def put(self, index, text):
+        try:
+            self.writer.put(index, text)
+        except OSError as e:
+            raise cannot_write(self.name, e, "free some space or choose another --output") from None
+
+    def close(self):
+        if self.stream is not sys.stdout:
+            try:
+                self.stream.close()
+            except OSError as e:
+                raise cannot_write(self.name, e, "free some space or choose another --output") from None
+
+
 def run():
+    if FLAGS.output != "-":
+        common.check_output_file(FLAGS.output)
     config, translator = common.translator_from_flags()
     lines, problems = _read_input()
     for problem in problems:
@@ -43,28 +75,14 @@ def run():
                                 "(--max_input_length)", FLAGS.input, number, length,
                                 FLAGS.max_input_length)
     common.check_long_inputs(translator, lines, FLAGS.input)
+    output = _Output()
     try:
-        results = translate_sentences(translator, lines, FLAGS.decode_batch_size,
-                                      progress=FLAGS.input != "-")
-    except ServerError as error:
-        # What the server translated before it failed is not lost: the leading lines done.
-        done = translator.translated_prefix(lines)
-        if not done:
-            raise
-        _write(done)
-        raise ServerError(f"{error}; lines 1-{len(done)} of {len(lines)} are translated in "
-                          f"{'stdout' if FLAGS.output == '-' else FLAGS.output}") from None
-    _write(results)
-
-
-def _write(results):
-    text = "".join(r + "\n" for r in results)
-    if FLAGS.output == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        try:
-            with open(FLAGS.output, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            raise DataError(f"cannot write {FLAGS.output}: {e.strerror}") from None
+        for index, text in translations(translator, lines, FLAGS.decode_batch_size,
+                                        progress=FLAGS.input != "-",
+                                        window=STREAM_WINDOW_BATCHES * FLAGS.decode_batch_size):
+            output.put(index, text)
+    finally:
+        output.close()
+        if output.writer.written < len(lines) and FLAGS.output != "-":
+            logging.warning("%s holds the first %d of %d translations", FLAGS.output,
+                            output.writer.written, len(lines))

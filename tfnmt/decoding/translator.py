@@ -115,34 +115,77 @@ class Translator(tf.Module):
         return ids[:, 0], scores[:, 0]
 
 
-def translate_sentences(translator, sentences, batch_size, progress=False):
-    """Translations of `sentences` (list of str) in their order.
+# `translate` sorts by length within windows of this many batches rather than over the whole
+# file, so that its output can be written in input order while it runs: an interrupted run keeps
+# all but the last window's lines. Within a window, batches are still of similar lengths.
+STREAM_WINDOW_BATCHES = 8
+
+
+def translations(translator, sentences, batch_size, progress=False, window=0):
+    """Yields (index, translation) of `sentences` (list of str), a batch at a time.
 
     Batches are formed from sentences of similar length, so padding and the longest hypothesis
-    of a batch cost less. `translator` is a Translator or anything with the same `translate`.
+    of a batch cost less: sorted over the whole list, or over each `window` sentences in turn
+    (0 = the whole list). `translator` is a Translator or anything with the same `translate`.
     """
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    results = [""] * len(sentences)
+    window = window or max(len(sentences), 1)
     bar = None
     if progress:
         import sys
 
         from tqdm import tqdm
         bar = tqdm(total=len(sentences), unit="sent", file=sys.stderr)
-    for start in range(0, len(order), batch_size):
-        index = order[start:start + batch_size]
-        try:
-            out = translator.translate(tf.constant([sentences[i] for i in index]))["translations"]
-        except tf.errors.InvalidArgumentError as error:
-            # --long_input=error: a user error, reported in one line rather than a traceback.
-            refused = re.search(r"\[([^\]]*%s[^\]]*)\]" % chunking.TOO_LONG, error.message)
-            if not refused:
-                raise
-            raise DataError(refused.group(1)) from None
-        for i, text in zip(index, out.numpy()):
-            results[i] = text.decode("utf-8")
+    try:
+        for first in range(0, len(sentences), window):
+            span = range(first, min(first + window, len(sentences)))
+            order = sorted(span, key=lambda i: len(sentences[i]))
+            for start in range(0, len(order), batch_size):
+                index = order[start:start + batch_size]
+                for i, text in zip(index, _translate_batch(translator, [sentences[i] for i in index])):
+                    yield i, text
+                if bar is not None:
+                    bar.update(len(index))
+    finally:
         if bar is not None:
-            bar.update(len(index))
-    if bar is not None:
-        bar.close()
+            bar.close()
+
+
+def _translate_batch(translator, batch):
+    try:
+        out = translator.translate(tf.constant(batch))["translations"]
+    except tf.errors.InvalidArgumentError as error:
+        # --long_input=error: a user error, reported in one line rather than a traceback.
+        refused = re.search(r"\[([^\]]*%s[^\]]*)\]" % chunking.TOO_LONG, error.message)
+        if not refused:
+            raise
+        raise DataError(refused.group(1)) from None
+    return [text.decode("utf-8") for text in out.numpy()]
+
+
+def translate_sentences(translator, sentences, batch_size, progress=False):
+    """Translations of `sentences` (list of str) in their order (see `translations`)."""
+    results = [""] * len(sentences)
+    for i, text in translations(translator, sentences, batch_size, progress):
+        results[i] = text
     return results
+
+
+class OrderedWriter:
+    """Writes translations that arrive out of order (`put(index, text)`) as lines in input
+    order, each as soon as every line before it is known, and flushes: whatever stops the run,
+    the stream holds complete lines, a prefix of the output. Only lines waiting for an earlier
+    one are held back."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.written = 0
+        self._waiting = {}
+
+    def put(self, index, text):
+        self._waiting[index] = text
+        if index != self.written:
+            return
+        while self.written in self._waiting:
+            self.stream.write(self._waiting.pop(self.written) + "\n")
+            self.written += 1
+        self.stream.flush()

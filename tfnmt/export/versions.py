@@ -4,7 +4,7 @@ used for TFLite exports so that every exported artefact is found the same way)."
 import os
 import shutil
 
-from tfnmt.errors import ConfigError
+from tfnmt.errors import ConfigError, cannot_write, write_errors
 
 
 def next_version(base):
@@ -14,21 +14,25 @@ def next_version(base):
 
 def write_version(export_dir, name, version, write):
     """Calls write(staging_dir), then renames it to export_dir/name/version; returns that path.
-    If `write` raises, nothing is left behind."""
+    If `write` raises, nothing is left behind; a write that fails (a full disk, a file in the
+    way) is reported in one line naming the version."""
     base = os.path.join(export_dir, name)
     version = version or next_version(base)
     final = os.path.join(base, str(version))
     if os.path.exists(final):
         raise ConfigError(f"{final} exists already: choose another --export_version")
-    os.makedirs(base, exist_ok=True)
     # TF Serving polls for numeric version folders; write elsewhere and rename, so it never
     # loads a half-written model.
     staging = os.path.join(base, f".staging-{version}")
-    shutil.rmtree(staging, ignore_errors=True)
     try:
-        write(staging)
-    except BaseException:
+        os.makedirs(base, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)
-        raise
-    os.rename(staging, final)
+        try:
+            write(staging)
+            os.rename(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    except write_errors() as e:
+        raise cannot_write(final, e, "free some space or choose another --export_dir") from None
     return final

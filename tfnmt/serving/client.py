@@ -138,9 +138,7 @@ class RemoteTranslator:
     """A served model behind Translator's `translate(text) -> {"translations", "scores"}`.
 
     A sentence over the server's --max_sentence_chars is cut to it, as a checkpoint or an export
-    cuts one over --max_input_length subwords; the limit is learnt from the first refusal. Every
-    answer is kept, so that what was translated before the server failed can still be written
-    (`translated_prefix`)."""
+    cuts one over --max_input_length subwords; the limit is learnt from the first refusal."""
 
     config = None
     beam_size = None
@@ -150,7 +148,6 @@ class RemoteTranslator:
         self.max_chars = None  # the server's --max_sentence_chars, once it has refused a sentence
         self._source = ("input", [])  # where the sentences come from, to name their lines
         self._warned = set()
-        self._translated = {}
 
     def name_lines(self, sentences, where):
         """Warnings about these sentences name them WHERE:LINE (their line in the input)."""
@@ -190,19 +187,8 @@ class RemoteTranslator:
         if translations is None or len(translations) != len(texts):
             raise ServerError(f"{self.client.model_url}: not a tfnmt translation model "
                               f"(outputs {sorted(outputs)})")
-        self._translated.update(zip(texts, translations))
         return {"translations": tf.constant(translations, tf.string),
                 "scores": tf.constant(scores if scores is not None else [0.0] * len(texts), tf.float32)}
-
-    def translated_prefix(self, sentences):
-        """The translations of the leading `sentences` that have been translated: what a run that
-        stopped half-way can write, in order."""
-        done = []
-        for sentence in sentences:
-            if sentence not in self._translated:
-                break
-            done.append(self._translated[sentence])
-        return done
 
 
 def load_test(client, sentences, *, clients=8, seconds=20.0, sentences_per_request=1,

@@ -4,18 +4,23 @@ robust restore.
 TensorFlow writes a checkpoint's data and index files under temporary names and renames them,
 and the `checkpoint` state file is replaced atomically, so a run killed mid-save leaves the
 previous checkpoint intact. A checkpoint that is corrupt anyway (disk trouble, a truncated copy)
-is reported by name; `train` then falls back to the newest readable one.
+is reported by name; `train` then falls back to the newest readable one and sets the unreadable
+ones aside (renamed to ckpt-N.corrupt-TIME.*, dropped from the `checkpoint` state file and
+best.json), so that nothing offers them again. Temporary files of saves that were killed are
+removed when training starts. A save that fails (a full disk) ends training with one line and
+leaves the previous checkpoints as they were.
 """
 
 import json
 import os
 import shutil
 import tempfile
+import time
 
 import tensorflow as tf
 from absl import logging
 
-from tfnmt.errors import CheckpointError
+from tfnmt.errors import CheckpointError, cannot_write, write_errors
 
 LAST_DIR, BEST_DIR = "ckpt", "best"
 _BEST_INDEX = "best.json"
@@ -85,8 +90,8 @@ class Checkpoints:
     def __init__(self, model_dir, objects, keep_last=5, keep_best=5, best_metric="loss", chief=True):
         self.model_dir = model_dir
         self.checkpoint = tf.train.Checkpoint(**objects)
-        self.last = tf.train.CheckpointManager(self.checkpoint, os.path.join(model_dir, LAST_DIR),
-                                               max_to_keep=keep_last, checkpoint_name="ckpt")
+        self.keep_last = keep_last
+        self.last = self._manager()
         self.best_dir = os.path.join(model_dir, BEST_DIR)
         self.keep_best = keep_best
         if best_metric not in BEST_METRICS:
@@ -94,6 +99,12 @@ class Checkpoints:
         self.best_metric = best_metric
         self.chief = chief
         self._best = None if chief else read_best_index(model_dir)
+        if chief:
+            remove_leftovers(model_dir)
+
+    def _manager(self):
+        return tf.train.CheckpointManager(self.checkpoint, os.path.join(self.model_dir, LAST_DIR),
+                                          max_to_keep=self.keep_last, checkpoint_name="ckpt")
 
     def save(self, step):
         if not self.chief:
@@ -101,7 +112,23 @@ class Checkpoints:
             # a variable, and creating one is a collective operation.
             return self._in_scratch(lambda scratch: tf.train.CheckpointManager(
                 self.checkpoint, scratch, max_to_keep=1, checkpoint_name="ckpt").save(checkpoint_number=step))
-        return self.last.save(checkpoint_number=step)
+        previous = self.last.latest_checkpoint
+        try:
+            return self.last.save(checkpoint_number=step)
+        except write_errors() as e:
+            prefix = os.path.join(self.last.directory, f"ckpt-{step}")
+            self._discard_failed_write(prefix, list_checkpoints(self.model_dir))
+            raise cannot_write(prefix, e, "free some space, then run the same command again: "
+                               + (f"training resumes from {previous}" if previous else
+                                  "training starts over")) from None
+
+    def _discard_failed_write(self, prefix, kept):
+        """What a failed save may have left: its temporary files and, unless `prefix` is a
+        checkpoint still listed in `kept`, its own files."""
+        remove_leftovers(self.model_dir)
+        if prefix not in kept:
+            for name in _files_of(prefix):
+                tf.io.gfile.remove(name)
 
     def _in_scratch(self, write):
         scratch = tempfile.mkdtemp(prefix="tfnmt-worker-")
@@ -111,13 +138,14 @@ class Checkpoints:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def restore_latest(self):
-        """Restores the newest readable checkpoint; returns its path or None for a fresh run."""
+        """Restores the newest readable checkpoint; returns its path or None for a fresh run.
+        Newer, unreadable ones are set aside (the chief's job)."""
+        unreadable = {}
         for path in reversed(self.last.checkpoints):
             try:
                 status = self.checkpoint.restore(path)
             except _readable_errors() as e:
-                logging.warning("checkpoint %s is unreadable (%s); trying an older one", path,
-                                str(e).splitlines()[0])
+                unreadable[path] = str(e).splitlines()[0]
                 continue
             try:
                 status.assert_existing_objects_matched()
@@ -129,10 +157,41 @@ class Checkpoints:
                     f"checkpoint {path} does not match this model and optimizer "
                     f"({str(e).split('.')[0]}); changing the architecture or --optimizer needs "
                     "a new --model_dir") from None
+            if unreadable:
+                self._set_aside_unreadable(unreadable, path)
             return path
         if self.last.checkpoints:
-            raise CheckpointError(f"no readable checkpoint in {self.last.directory}")
+            # All unreadable is more likely a systematic problem (permissions, another
+            # TensorFlow) than corruption: nothing is set aside.
+            raise CheckpointError(f"no readable checkpoint in {self.last.directory}: "
+                                  + "; ".join(f"{p}: {why}" for p, why in unreadable.items()))
         return None
+
+    def _set_aside_unreadable(self, unreadable, restored):
+        """Renames unreadable checkpoints to ckpt-N.corrupt-TIME.* and drops them from the state
+        file; checks best/ too, since disk trouble seldom hits one file only."""
+        if not self.chief:
+            for path, why in unreadable.items():
+                logging.warning("checkpoint %s is unreadable (%s); resuming from %s", path, why, restored)
+            return
+        for path, why in unreadable.items():
+            logging.warning("checkpoint %s is unreadable (%s); set aside as %s.*, resuming from %s",
+                            path, why, _set_aside(path), restored)
+        _drop_from_state(self.last.directory, set(unreadable))
+        # A manager keeps its own list, which its next save would write back.
+        self.last = self._manager()
+        entries = read_best_index(self.model_dir)
+        good = []
+        for entry in entries:
+            path = os.path.join(self.best_dir, entry["path"])
+            why = _unreadable(path)
+            if why is None:
+                good.append(entry)
+            else:
+                logging.warning("best checkpoint %s is unreadable (%s); set aside as %s.*", path,
+                                why, _set_aside(path))
+        if len(good) < len(entries):
+            _write_json(os.path.join(self.best_dir, _BEST_INDEX), good)
 
     # --- best by a validation metric --------------------------------------------------------
     def best_entries(self):
@@ -152,14 +211,71 @@ class Checkpoints:
             entry["path"] = f"ckpt-{step}"
             self._best = entries[: self.keep_best]
             return True
-        os.makedirs(self.best_dir, exist_ok=True)
-        path = self.checkpoint.write(os.path.join(self.best_dir, f"ckpt-{step}"))
-        entry["path"] = os.path.basename(path)
+        prefix = os.path.join(self.best_dir, f"ckpt-{step}")
+        try:
+            os.makedirs(self.best_dir, exist_ok=True)
+            entry["path"] = os.path.basename(self.checkpoint.write(prefix))
+            _write_json(os.path.join(self.best_dir, _BEST_INDEX), entries[: self.keep_best])
+        except write_errors() as e:
+            self._discard_failed_write(prefix, [os.path.join(self.best_dir, kept["path"])
+                                                for kept in self.best_entries()])
+            raise cannot_write(prefix, e, "free some space, then run the same command again: "
+                               "training resumes from its last checkpoint") from None
         for dropped in entries[self.keep_best:]:
-            for name in tf.io.gfile.glob(os.path.join(self.best_dir, dropped["path"] + ".*")):
+            for name in _files_of(os.path.join(self.best_dir, dropped["path"])):
                 tf.io.gfile.remove(name)
-        _write_json(os.path.join(self.best_dir, _BEST_INDEX), entries[: self.keep_best])
         return True
+
+
+def _files_of(prefix):
+    return tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
+
+
+def _set_aside(prefix):
+    """Renames a checkpoint's files to PREFIX.corrupt-TIME.*; returns the new prefix."""
+    new_prefix = f"{prefix}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}"
+    for name in _files_of(prefix):
+        tf.io.gfile.rename(name, new_prefix + name[len(prefix):], overwrite=True)
+    return new_prefix
+
+
+def _unreadable(path):
+    """Why the checkpoint at `path` cannot be read in full, or None if it can."""
+    try:
+        reader = tf.train.load_checkpoint(path)
+        for key in reader.get_variable_to_shape_map():
+            reader.get_tensor(key)
+    except _readable_errors() as e:
+        return str(e).splitlines()[0]
+    return None
+
+
+def _drop_from_state(directory, dropped):
+    state = tf.train.get_checkpoint_state(directory)
+    paths = list(state.all_model_checkpoint_paths)
+    stamps = list(state.all_model_checkpoint_timestamps) or [state.last_preserved_timestamp] * len(paths)
+    kept = [(p, t) for p, t in zip(paths, stamps) if p not in dropped]
+    # Relative paths, as CheckpointManager writes them: the model directory stays movable.
+    tf.compat.v1.train.update_checkpoint_state(
+        directory, os.path.basename(kept[-1][0]), [os.path.basename(p) for p, _ in kept],
+        all_model_checkpoint_timestamps=[t for _, t in kept],
+        last_preserved_timestamp=state.last_preserved_timestamp)
+
+
+def remove_leftovers(model_dir):
+    """Removes the temporary files and directories of saves that were killed (TensorFlow's
+    ckpt-N_temp/ and checkpoint.tmp*, best.json.tmp)."""
+    removed = []
+    for directory in (os.path.join(model_dir, LAST_DIR), os.path.join(model_dir, BEST_DIR)):
+        for name in tf.io.gfile.glob(os.path.join(directory, "*_temp*")) + \
+                tf.io.gfile.glob(os.path.join(directory, "*.tmp*")):
+            if tf.io.gfile.isdir(name):
+                tf.io.gfile.rmtree(name)
+            else:
+                tf.io.gfile.remove(name)
+            removed.append(name)
+    if removed:
+        logging.info("removed what interrupted saves left: %s", ", ".join(removed))
 
 
 def _write_json(path, value):
