@@ -20,6 +20,8 @@ setup(
         "tensorboard>=2.21",
         "ai-edge-litert==2.3.0",
     ],
-    extras_require={"test": ["pytest>=8"]},
+    # BLEU on Japanese / Korean targets tokenises with MeCab (sacreBLEU's ja-mecab, ko-mecab).
+    extras_require={"ja": ["sacrebleu[ja]==2.6.0"], "ko": ["sacrebleu[ko]==2.6.0"],
+                    "test": ["pytest>=8", "sacrebleu[ja,ko]==2.6.0"]},
     entry_points={"console_scripts": ["tfnmt=tfnmt.cli.main:run"]},
 )

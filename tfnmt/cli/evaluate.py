@@ -19,6 +19,9 @@ def run():
         common.check_output_file(FLAGS.output)
     config, translator = common.translator_from_flags()
     spec = common.data_spec(config)
+    scoring = dict(lowercase=FLAGS.lowercase, target_lang=spec.target_lang,
+                   tokenize=FLAGS.bleu_tokenize)
+    bleu.metric(**scoring)
     split = common.splits(spec)[2]
     source_sentences, references = sources.references(spec, split, FLAGS.test_limit)
     common.check_long_inputs(translator, source_sentences, f"{spec.source} {split}")
@@ -31,7 +34,7 @@ def run():
                 f.write("\n".join(hypotheses) + "\n")
         except OSError as e:
             raise cannot_write(FLAGS.output, e, "free some space or choose another --output") from None
-    result = bleu.score(hypotheses, references, lowercase=FLAGS.lowercase)
+    result = bleu.score(hypotheses, references, **scoring)
     logging.info("translated %d sentences in %.1fs", len(hypotheses), elapsed)
     print(f"{spec.source} {spec.source_lang}-{spec.target_lang} {split}: "
           f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}")
@@ -40,7 +43,7 @@ def run():
     print(f"  chrF signature: {result['chrf_signature']}")
     if edges:
         buckets, longer = length_buckets.bucket_scores(source_sentences, hypotheses, references,
-                                                       edges, lowercase=FLAGS.lowercase)
+                                                       edges, **scoring)
         print(length_buckets.format_table("BLEU by source length:", buckets))
         print(length_buckets.format_table("BLEU on sources longer than:", longer))
         result["length_buckets"], result["longer_than"] = buckets, longer

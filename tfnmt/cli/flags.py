@@ -95,6 +95,9 @@ flags.DEFINE_float("server_timeout", 300.0, "With --server: seconds to wait for 
 flags.DEFINE_string("input", "-", "File to translate ('-' = stdin).")
 flags.DEFINE_string("output", "-", "Where translations go ('-' = stdout).")
 flags.DEFINE_boolean("lowercase", False, "Case-insensitive BLEU (the default is cased).")
+flags.DEFINE_string("bleu_tokenize", "", "sacreBLEU tokenizer of BLEU ('' = sacreBLEU's default "
+                    "for --target_lang: zh, ja-mecab, ko-mecab, else 13a): none, zh, 13a, intl, "
+                    "char, ja-mecab, ko-mecab, spm, flores101, flores200.")
 flags.DEFINE_string("length_buckets", "", "evaluate: also BLEU by source length in words, with "
                     "these bucket edges, e.g. 10,20,30,40 ('' = off).")
 

@@ -22,15 +22,15 @@ def parse_edges(text):
     return edges
 
 
-def _row(label, index, hypotheses, references, lowercase):
+def _row(label, index, hypotheses, references, scoring):
     row = {"bucket": label, "sentences": len(index), "bleu": None}
     if index:
         row["bleu"] = bleu.score([hypotheses[i] for i in index], [references[i] for i in index],
-                                 lowercase=lowercase)["bleu"]
+                                 **scoring)["bleu"]
     return row
 
 
-def bucket_scores(sources, hypotheses, references, edges, lowercase=False):
+def bucket_scores(sources, hypotheses, references, edges, **scoring):
     """Returns (buckets, longer_than): lists of {"bucket", "sentences", "bleu"} (bleu None for
     an empty row)."""
     lengths = [len(s.split()) for s in sources]
@@ -38,11 +38,11 @@ def bucket_scores(sources, hypotheses, references, edges, lowercase=False):
     buckets = []
     for low, high in zip(bounds, bounds[1:]):
         index = [i for i, n in enumerate(lengths) if low < n <= high]
-        buckets.append(_row(f"{low + 1}-{high}", index, hypotheses, references, lowercase))
+        buckets.append(_row(f"{low + 1}-{high}", index, hypotheses, references, scoring))
     index = [i for i, n in enumerate(lengths) if n > edges[-1]]
-    buckets.append(_row(f">{edges[-1]}", index, hypotheses, references, lowercase))
+    buckets.append(_row(f">{edges[-1]}", index, hypotheses, references, scoring))
     longer = [_row(f">{edge}", [i for i, n in enumerate(lengths) if n > edge], hypotheses,
-                   references, lowercase) for edge in edges]
+                   references, scoring) for edge in edges]
     return buckets, longer
 
 

@@ -128,8 +128,11 @@ class ShrinkOnValidationRise:
 class Validator:
     """Validation loss (the training objective, averaged over target tokens) and BLEU on a sample."""
 
-    def __init__(self, dataset, translator=None, sources=None, references=None, batch_size=64):
+    def __init__(self, dataset, translator=None, sources=None, references=None, batch_size=64,
+                 scoring=None):
         self.dataset = dataset
+        self.scoring = scoring or {}  # bleu.score's target_lang / tokenize
+        self._signed = False
         self.translator = translator
         self.sources = sources or []
         self.references = references or []
@@ -157,5 +160,10 @@ class Validator:
         results = {"loss": total / max(tokens, 1.0)}
         if self.translator is not None and self.sources:
             hypotheses = translate_sentences(self.translator, self.sources, self.batch_size)
-            results["bleu"] = bleu.score(hypotheses, self.references)["bleu"]
+            scores = bleu.score(hypotheses, self.references, **self.scoring)
+            if not self._signed:
+                logging.info("validation BLEU on %d sentences: %s", len(hypotheses),
+                             scores["bleu_signature"])
+                self._signed = True
+            results["bleu"] = scores["bleu"]
         return results

@@ -17,6 +17,7 @@ from tfnmt import model_dir as model_dir_lib
 from tfnmt.data import pipeline, sources
 from tfnmt.data.vocab import load_vocabs
 from tfnmt.decoding.translator import Translator
+from tfnmt.evaluation import bleu
 from tfnmt.data.vocab import vocab_paths
 from tfnmt.errors import CheckpointError, ConfigError, DataError
 from tfnmt.training import callbacks, distribution
@@ -49,6 +50,7 @@ class TrainOptions:
     validate_every: int = 1000
     log_every: int = 100
     bleu_sentences: int = 200
+    bleu_tokenize: str = ""
     jit_compile: bool = False
     deterministic: bool = False
     init_from: str = ""
@@ -104,6 +106,8 @@ def train(model_dir, config, spec, splits, limits, options, decode_options, stra
 
 def _train(model_dir, config, spec, splits, limits, options, decode_options, strategy):
     check_options(options)
+    if splits[1] and options.bleu_sentences > 0:
+        bleu.metric(target_lang=spec.target_lang, tokenize=options.bleu_tokenize)
     keras.mixed_precision.set_global_policy(options.precision)
     keras.utils.set_random_seed(options.seed)
     if options.deterministic:
@@ -167,7 +171,9 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
         if options.bleu_sentences > 0:
             valid_sources, valid_references = sources.references(spec, splits[1], options.bleu_sentences)
             translator = Translator(model, source_vocab, target_vocab, **decode_options)
-        validator = callbacks.Validator(valid_batches, translator, valid_sources, valid_references)
+        validator = callbacks.Validator(valid_batches, translator, valid_sources, valid_references,
+                                        scoring={"target_lang": spec.target_lang,
+                                                 "tokenize": options.bleu_tokenize})
         validator = distribution.agreed(validator, strategy)
 
     writer = distribution.summary_writer(model_dir, strategy)
