@@ -105,11 +105,29 @@ def test_dense_connection_is_equation_4():
     _, output, layer_states, fed, _ = run_stack("dense", 4)
     raw = [x.numpy() for x in states(4)]
     expected = []
+    def layer_norm(x):  # no gain or bias: dense connection adds no parameters
+        return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-6)
+
     for l in range(4):
-        expected.append(raw[l] + sum(expected))  # H^l = Layer(H^{l-1}) + sum_{i<l} H^i
-        np.testing.assert_allclose(layer_states[l].numpy(), expected[l], rtol=1e-6)
-    np.testing.assert_allclose(fed[3][3].numpy(), expected[2], rtol=1e-6)  # the backbone carries H^l
-    np.testing.assert_allclose(output.numpy(), expected[3], rtol=1e-6)
+        # H^l = LN(Layer(H^{l-1}) + sum_{i<l} H^i); the first layer has nothing to add
+        expected.append(layer_norm(raw[l] + sum(expected)) if l else raw[l])
+        np.testing.assert_allclose(layer_states[l].numpy(), expected[l], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fed[3][3].numpy(), expected[2], rtol=1e-4, atol=1e-5)  # the backbone carries H^l
+    np.testing.assert_allclose(output.numpy(), expected[3], rtol=1e-4, atol=1e-5)
+
+
+def test_dense_connection_keeps_a_deep_stack_normalised_and_adds_no_parameters():
+    sizes = dict(encoder_layers=6, decoder_layers=6, d_model=32, ffn_dim=64, num_heads=2, dropout=0.0)
+    source = tf.constant(np.random.default_rng(0).integers(4, 200, (4, 12)), tf.int32)
+    models = {}
+    for aggregation in ("none", "dense"):
+        model = registry.get("deep_transformer")(200, 200, encoder_aggregation=aggregation,
+                                                 decoder_aggregation=aggregation, **sizes)
+        model.build_with_dummy_batch()
+        models[aggregation] = model
+    assert models["dense"].count_params() == models["none"].count_params()
+    memory = models["dense"].encode(source)["outputs"].numpy()
+    assert 0.5 < np.sqrt((memory ** 2).mean()) < 2.0  # unnormalised, eq. 4 gives about 2^(L-2)
 
 
 def test_iterative_aggregation_is_equation_6_and_leaves_the_backbone_alone():

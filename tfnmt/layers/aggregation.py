@@ -74,12 +74,23 @@ def hierarchical_nodes(num_layers):
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
+def _normalize(x, epsilon=1e-6):
+    """Layer normalisation over the last axis with no learned gain or bias, in float32."""
+    x32 = tf.cast(x, tf.float32)
+    mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
+    return tf.cast((x32 - mean) * tf.math.rsqrt(variance + epsilon), x.dtype)
+
+
 class LayerAggregation(keras.layers.Layer):
     """Runs a stack of `num_layers` layers with one aggregation strategy:
 
     - none:         H^l = Layer(H^{l-1}); output H^L.
-    - dense:        H^l = Layer(H^{l-1}) + sum_{i<l} H^i  (eq. 4, addition keeps the width);
-                    output H^L.
+    - dense:        H^l = LN(Layer(H^{l-1}) + sum_{i<l} H^i)  (eq. 4, addition keeps the width);
+                    output H^L. LN is a layer normalisation WITHOUT gain or bias: the paper's
+                    residual connections are each followed by layer normalisation (eq. 1), and
+                    dense connection "introduces no new parameters" (sec. 4). Eq. 4 read without it
+                    lets the sum grow about 2x per layer: at 6 layers and d 128 the stack output
+                    has RMS 28 and the tied softmax starts at a cross-entropy of 68 nats.
     - linear:       output sum_l W_l H^l  (eq. 5); the backbone is unchanged.
     - iterative:    A^1 = H^1, A^l = AGG(H^l, A^{l-1})  (eq. 6); output A^L; backbone unchanged.
     - hierarchical: N^1 = AGG(H^1, H^2), N^i = AGG(H^{2i-1}, H^{2i}, N^{i-1}); each node is the
@@ -129,7 +140,7 @@ class LayerAggregation(keras.layers.Layer):
         for i in range(self.num_layers):
             h = layer_fn(i, inputs)
             if self.strategy == "dense" and outputs:
-                h = h + tf.add_n(outputs)
+                h = _normalize(h + tf.add_n(outputs))
             outputs.append(h)
             if self.strategy == "iterative":
                 aggregate = h if i == 0 else self.nodes[i - 1]([h, aggregate])
