@@ -13,8 +13,8 @@ procedure) and initialises only the new weights.
 Readings where the paper is silent:
 - aggregation nodes: FF = [x; y(; z)] -> `--aggregation_ffn_dim` (default `--ffn_dim`) with a
   sigmoid -> d; the same node merges the multi-layer attention contexts;
-- dense connection: eq. 4 literally, H^l = Layer(H^{l-1}) + sum_{i=1}^{l-1} H^i, where the H^i
-  are the densely connected states themselves (their norm roughly doubles per layer);
+- dense connection: H^l = LN(Layer(H^{l-1}) + sum_{i=1}^{l-1} H^i), the H^i the densely
+  connected states themselves and LN without parameters (layers/aggregation.py says why);
 - hierarchical aggregation with an odd number of layers: the top layer has no partner, so the
   last node merges it with the node below (AGG(H^L, N^{(L-1)/2})), e.g. 3 layers:
   N^1 = AGG(H^1, H^2), H^3 = Layer(N^1), output AGG(H^3, N^1);
