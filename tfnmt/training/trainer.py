@@ -58,17 +58,9 @@ def check_options(o):
     if (o.batch_tokens > 0) == (o.batch_size > 0):
         raise ConfigError("set exactly one of --batch_tokens (tokens per batch) and --batch_size "
                           "(sentences per batch)")
-    for name in ("train_steps", "save_every", "validate_every", "log_every", "max_source_length",
-                 "max_target_length", "keep_checkpoints", "keep_best"):
-        if getattr(o, name) <= 0:
-            raise ConfigError(f"--{name} must be positive, not {getattr(o, name)}")
     if o.batch_tokens and o.batch_tokens < max(o.max_source_length, o.max_target_length) + 2:
         raise ConfigError(f"--batch_tokens={o.batch_tokens} cannot hold one sentence of "
                           f"--max_source_length/--max_target_length; raise it")
-    if o.precision not in ("float32", "mixed_float16", "mixed_bfloat16"):
-        raise ConfigError(f"--precision must be float32, mixed_float16 or mixed_bfloat16, not {o.precision!r}")
-    if o.best_metric not in ("loss", "bleu"):
-        raise ConfigError(f"--best_metric must be loss or bleu, not {o.best_metric!r}")
     if o.best_metric == "bleu" and o.bleu_sentences <= 0:
         raise ConfigError("--best_metric=bleu needs validation BLEU: set --bleu_sentences > 0")
     if o.optimizer == "nag" and o.lr_floor >= o.learning_rate:
