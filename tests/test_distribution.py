@@ -71,8 +71,9 @@ def _start_workers(flags, log_dir, tag):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO,
                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
         log = open(os.path.join(log_dir, f"{tag}-worker{index}.log"), "w")
+        # --verbosity=1: every checkpoint saved is logged (the test counts them).
         workers.append((subprocess.Popen([sys.executable, "-m", "tfnmt", "train", *flags,
-                                          "--distribution=multi_worker"],
+                                          "--distribution=multi_worker", "--verbosity=1"],
                                          stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO), log))
     return workers
 

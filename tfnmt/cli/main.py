@@ -18,11 +18,6 @@ def _usage():
             + "".join(f"  {verb:<10}{spec.summary}\n" for verb, spec in VERBS.items()) + USAGE_TAIL)
 
 
-def _quiet_tensorflow_internals(record):
-    # TensorFlow logs every checkpoint shard at INFO; that drowns the training log.
-    return "Sharding callback duration" not in record.getMessage()
-
-
 def _fail(verb, message):
     print(f"tfnmt {verb}: error: {message}", file=sys.stderr)
     return 2
@@ -50,8 +45,7 @@ def main(argv=None):
         return _fail(verb, f"unknown command; choose one of {', '.join(VERBS)}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from absl import flags
-    from absl import logging
-    from tfnmt.cli import verbs
+    from tfnmt.cli import console, verbs
     from tfnmt.cli.flags import FLAGS
     from tfnmt.errors import UserError
 
@@ -71,13 +65,7 @@ def main(argv=None):
     unread = verbs.unread_flag(verb, rest, FLAGS)
     if unread:
         return _fail(verb, unread)
-    logging.use_absl_handler()
-    logging.set_verbosity(logging.INFO)
-    handler = logging.get_absl_handler()
-    # Log to the stderr of this call (it differs between in-process calls, e.g. under pytest).
-    handler.python_handler.stream = sys.stderr
-    if _quiet_tensorflow_internals not in handler.filters:
-        handler.addFilter(_quiet_tensorflow_internals)
+    console.setup_logging(FLAGS)
     try:
         import keras
         # Global Keras state must not leak between in-process calls (tests, notebooks).
@@ -93,7 +81,22 @@ def main(argv=None):
 
 
 def run():
+    # Unless the detail is asked for, TensorFlow's C++ log lines are filtered from here on:
+    # they are written while TensorFlow loads, before any flag is parsed.
+    if _verbosity_on_command_line(sys.argv[2:]) < 1:
+        from tfnmt.cli import console
+        console.filter_native_logs()
     sys.exit(main())
+
+
+def _verbosity_on_command_line(args):
+    for arg in args:
+        if arg.startswith("--verbosity="):
+            try:
+                return int(arg.split("=", 1)[1])
+            except ValueError:
+                return 0  # flag parsing reports it
+    return 0
 
 
 if __name__ == "__main__":

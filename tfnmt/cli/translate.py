@@ -11,16 +11,20 @@ import sys
 import tensorflow as tf
 from absl import logging
 
-from tfnmt.cli import common
+from tfnmt.cli import common, console
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data.text_files import decode_lines, read_lines
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import DataError
 
 
+def _input_name():
+    return "<stdin>" if FLAGS.input == "-" else FLAGS.input
+
+
 def _read_input():
     if FLAGS.input == "-":
-        return decode_lines(sys.stdin.buffer.read(), "<stdin>", replace_invalid=True)
+        return decode_lines(sys.stdin.buffer.read(), _input_name(), replace_invalid=True)
     return read_lines(FLAGS.input, role="input", replace_invalid=True)
 
 
@@ -31,7 +35,7 @@ def run():
         logging.warning("%s; translating it with U+FFFD in place of the bad bytes", problem)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
-            logging.warning("%s:%d: empty line; its translation is empty", FLAGS.input, number)
+            logging.warning("%s:%d: empty line; its translation is empty", _input_name(), number)
     if not FLAGS.saved_model and not FLAGS.server:
         # An exported or served model cuts long inputs the same way, but only the checkpoint
         # path has the tokenizer at hand to say so per line.
@@ -39,11 +43,11 @@ def run():
         for number, length in enumerate(lengths[: len(lines)], start=1):
             if length > FLAGS.max_input_length:
                 logging.warning("%s:%d: %d subwords; only the first %d are translated "
-                                "(--max_input_length)", FLAGS.input, number, length,
+                                "(--max_input_length)", _input_name(), number, length,
                                 FLAGS.max_input_length)
-    common.check_long_inputs(translator, lines, FLAGS.input)
+    common.check_long_inputs(translator, lines, _input_name())
     results = translate_sentences(translator, lines, FLAGS.decode_batch_size,
-                              progress=FLAGS.input != "-")
+                              progress=console.stderr_is_terminal())
     text = "".join(r + "\n" for r in results)
     if FLAGS.output == "-":
         sys.stdout.write(text)

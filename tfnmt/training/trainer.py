@@ -167,8 +167,11 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
         checkpoints, writer, train_steps=options.train_steps, save_every=options.save_every,
         validate_every=options.validate_every, log_every=options.log_every, validator=validator,
         lr_controller=lr_controller)
-    logging.info("training %s (%d parameters) from step %d to %d on %s", config["model"],
-                 model.count_params(), step, options.train_steps, distribution.describe(strategy))
+    # The one header of a run; then the schedule logs progress (TensorBoard keeps the detail).
+    logging.info("training %s: %s parameters; data %s %s-%s %s%s; steps %d to %d; %s",
+                 config["model"], f"{model.count_params():,}", spec.source, spec.source_lang,
+                 spec.target_lang, splits[0], f" (first {limits[0]:,} pairs)" if limits[0] else "",
+                 step, options.train_steps, distribution.describe(strategy))
     if strategy is not None:
         # Keras would pull a batch to build the (already built) model and average it across
         # replicas, which fails for bucketed batches of different shapes; fit then takes the
