@@ -157,3 +157,129 @@ def test_no_pair_within_the_length_limits_is_an_error_not_a_hang(corpus, tmp_pat
              if not f.startswith("--max_source_length")]
     assert run_cli("train", *flags, "--max_source_length=1") == 2
     assert "no training pair" in _error(capsys)
+
+
+# --- what a command writes to stderr ---------------------------------------------------------------
+def test_translate_of_a_small_file_writes_at_most_two_stderr_lines(trained_model, tmp_path):
+    # Before: TensorFlow's start-up lines twice, cuInit, a oneDNN line and the progress bar (10).
+    source = tmp_path / "in.txt"
+    source.write_text("the red dog\nthe cat sees a bird\n\nbig house\nthe old man runs\n")
+    result = run_cli_subprocess("translate", f"--model_dir={trained_model}", f"--input={source}",
+                                check=True)
+    assert len(result.stdout.splitlines()) == 5
+    lines = result.stderr.splitlines()
+    assert len(lines) <= 2, lines
+    assert any(f"{source}:3: empty line" in line for line in lines)
+    # --verbosity=1 brings the detail back, in absl's format.
+    detailed = run_cli_subprocess("translate", f"--model_dir={trained_model}", f"--input={source}",
+                                  "--verbosity=1", check=True).stderr.splitlines()
+    assert len(detailed) > len(lines)
+    assert any(line.startswith("I") and "common.py" in line and "restored" in line for line in detailed)
+
+
+def test_a_tiny_training_run_logs_a_header_and_progress(trained_model, corpus, tmp_path):
+    import shutil
+    from conftest import tiny_train_flags
+    model_dir = str(tmp_path / "m")
+    shutil.copytree(trained_model, model_dir)  # trained to step 80: no vocabulary lines
+    flags = [f for f in tiny_train_flags(corpus, model_dir, steps=100)
+             if not f.startswith("--save_every")]
+    result = run_cli_subprocess("train", *flags, "--save_every=10", check=True)
+    lines = result.stderr.splitlines()
+    # Before: 19 lines (start-up lines twice, cuInit, oneDNN, every checkpoint and best).
+    assert len(lines) == 6, lines
+    assert "resuming from" in lines[0]
+    assert "training transformer: 24,192 parameters; data text:" in lines[1]
+    assert "en-de train; steps 80 to 100; one device" in lines[1]
+    steps = [line for line in lines if " loss " in line and "validation" not in line]
+    assert len(steps) == 2 and all("lr" in s and "target tokens/s" in s and " left" in s
+                                   for s in steps)
+    assert "validation at step 100" in lines[4]
+    assert lines[5].endswith(f"saved {model_dir}/ckpt/ckpt-100")
+
+
+def test_an_unreadable_checkpoint_is_one_line(trained_model, tmp_path):
+    import glob
+    import shutil
+    model_dir = str(tmp_path / "m")
+    shutil.copytree(trained_model, model_dir)
+    newest = sorted(glob.glob(os.path.join(model_dir, "ckpt", "ckpt-80.data-*")))[0]
+    data = bytearray(open(newest, "rb").read())
+    data[1000:1100] = bytes(b ^ 0xFF for b in data[1000:1100])
+    open(newest, "wb").write(data)
+    result = run_cli_subprocess("translate", f"--model_dir={model_dir}", input="the dog\n")
+    assert result.returncode == 2
+    # Before: the error, then TensorFlow's warning about each unrestored value, twice (~190).
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tfnmt translate: error: cannot restore"), lines[:5]
+
+
+def test_stdin_is_named_the_same_in_every_warning(trained_model, monkeypatch, caplog):
+    import io
+    import sys
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
+        b"the dog\n\nbad \xff cat\n" + b"the red dog " * 4 + b"\n")))
+    assert run_cli("translate", f"--model_dir={trained_model}", "--max_input_length=5") == 0
+    assert "<stdin>:2: empty line" in caplog.text
+    assert "<stdin>:3: not valid UTF-8" in caplog.text
+    assert "<stdin>:4: 12 subwords" in caplog.text
+    assert "-:" not in caplog.text
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_evaluate_shows_progress_on_a_terminal(trained_model, terminal, monkeypatch, capsys):
+    from tfnmt.cli import console
+    monkeypatch.setattr(console, "_stderr_is_terminal", terminal)
+    assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=10") == 0
+    assert ("10/10" in capsys.readouterr().err) == terminal
+
+
+def test_the_vocabulary_step_shows_progress_on_a_terminal(corpus, tmp_path, monkeypatch, capsys):
+    from tfnmt.cli import console
+    monkeypatch.setattr(console, "_stderr_is_terminal", True)
+    assert run_cli("vocab", f"--model_dir={tmp_path / 'm'}", f"--data=text:{corpus}",
+                   "--vocab_size=40", "--vocab_type=word") == 0
+    err = capsys.readouterr().err
+    # Both sides of the 600 training pairs, read, then SentencePiece trains.
+    assert "joint vocabulary: training SentencePiece" in err and "1200" in err
+
+
+def test_tensorflows_native_start_up_lines_are_dropped_and_errors_kept():
+    from tfnmt.cli.console import native_line
+    noise = [
+        b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n",
+        b"I0000 00:00:1795441467.544408    4384 port.cc:153] oneDNN custom operations are on.\n",
+        b"E0000 00:00:1795441472.263300    4384 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n",
+        b"E0000 00:00:1795441474.706251    4489 util.cc:131] oneDNN supports DT_INT64 only on AVX-512.\n",
+        b"W1123 13:44:30.501269 1400977 file_utils.py:394] Variant folder has no dataset_info.json\n",
+        b"2024-11-01 10:50:26.662986: I tensorflow/core/platform/cpu_feature_guard.cc:210] This\n",
+        b"To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild.\n",
+    ]
+    assert [native_line(line) for line in noise] == [b""] * len(noise)
+    kept = [b"E0000 00:00:1795441472.263300    4384 kernel.cc:52] OOM when allocating tensor\n",
+            b"F0000 00:00:1795441472.263300    4384 check.cc:52] Check failed: x\n",
+            b"tfnmt translate: error: cannot restore /m/ckpt-80\n", b"\r 40%|####  | 2/5\n"]
+    assert [native_line(line) for line in kept] == kept
+    # A record written after a progress bar's partial line: the bar stays, to be redrawn.
+    assert native_line(b"\r 0%|  | 0/5E0000 00:00:1.5  7 util.cc:131] oneDNN supports DT_INT64\n") \
+        == b"\r 0%|  | 0/5"
+
+
+def test_other_libraries_info_and_known_warnings_are_detail():
+    import logging
+    from tfnmt.cli.console import _Detail
+
+    def record(path, level, message):
+        return logging.LogRecord("absl", level, path, 1, message, None, None)
+    tfds = "/site-packages/tensorflow_datasets/core/reader.py"
+    tf_checkpoint = "/site-packages/tensorflow/python/checkpoint/checkpoint.py"
+    ours = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tfnmt", "x.py")
+    default, detailed = _Detail(0), _Detail(1)
+    for hidden in (record(tfds, logging.INFO, "Constructing tf.data.Dataset multi30k"),
+                   record(tfds, logging.WARNING, "Variant folder X has no dataset_info.json"),
+                   record(tf_checkpoint, logging.WARNING, "Value in checkpoint could not be found "
+                          "in the restored object: (root).optimizer.iteration")):
+        assert not default.filter(hidden) and detailed.filter(hidden)
+    for shown in (record(tfds, logging.WARNING, "dataset is deprecated"),
+                  record(ours.replace("x.py", "cli/x.py"), logging.INFO, "step 10  loss 2.0")):
+        assert default.filter(shown)

@@ -183,7 +183,7 @@ def test_training_logs_the_dropped_pairs_and_never_sees_an_infinite_loss(corpus,
     (dict(ctc_variant="decoder_only"), "--ctc_variant='decoder_only'"),
     (dict(ctc_variant="deep_encoder"), "set --decoder_layers=0"),
     (dict(ctc_variant="encoder_decoder", decoder_layers=0), "needs --decoder_layers >= 1"),
-    (dict(split_factor=0), "--split_factor must be at least 1"),
+    (dict(split_factor=0), "--split_factor=0: model 'ctc_nat' needs an integer >= 1"),
 ])
 def test_bad_settings_are_config_errors(bad, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):

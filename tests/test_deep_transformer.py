@@ -312,8 +312,8 @@ def test_model_adds_minus_lambda_times_the_diversity_of_both_stacks_in_training(
 @pytest.mark.parametrize("bad,message", [
     (dict(encoder_aggregation="deep"), "--encoder_aggregation='deep': choose one of none, dense"),
     (dict(decoder_aggregation="iterative", decoder_layers=1), "needs at least 2 decoder layers"),
-    (dict(multi_layer_attention=0), "--multi_layer_attention must be at least 1"),
-    (dict(diversity_weight=-1.0), "--diversity_weight must be >= 0"),
+    (dict(multi_layer_attention=0), "--multi_layer_attention=0: model 'deep_transformer' needs an integer >= 1"),
+    (dict(diversity_weight=-1.0), "--diversity_weight=-1.0: model 'deep_transformer' needs a number >= 0"),
     (dict(diversity_weight=1.0, encoder_layers=1), "at least 2 encoder and 2 decoder layers"),
 ])
 def test_bad_settings_are_config_errors(bad, message):
@@ -404,7 +404,9 @@ def test_hierarchical_with_diversity_overfits_multi30k_and_its_export_matches(mu
     sources.write_text("\n".join(multi30k_lines(multi30k_dir, "en", 12)) + "\n", encoding="utf-8")
     capsys.readouterr()
     outputs = []
-    for flag in (f"--model_dir={model_dir}", f"--saved_model={export_dir / 'deep_transformer' / '1'}"):
-        assert run_cli("translate", flag, f"--input={sources}", "--beam_size=3") == 0
+    # The export decodes with the beam it was exported with.
+    for flags in ((f"--model_dir={model_dir}", "--beam_size=3"),
+                  (f"--saved_model={export_dir / 'deep_transformer' / '1'}",)):
+        assert run_cli("translate", *flags, f"--input={sources}") == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 12

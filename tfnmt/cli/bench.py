@@ -182,10 +182,6 @@ def bench_serve():
     from tfnmt.serving import server as server_lib
     from tfnmt.serving.client import ServingClient, load_test
     from tfnmt.serving.models import version_dirs
-    for name in ("bench_clients", "bench_request_sentences"):
-        if FLAGS[name].value < 1:
-            raise ConfigError(f"--{name} must be at least 1")
-
     def measure(url, label):
         client = ServingClient(url, FLAGS.model, FLAGS.model_version, retries=0,
                                timeout=FLAGS.server_timeout)

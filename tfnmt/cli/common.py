@@ -62,8 +62,6 @@ def splits(spec):
 
 
 def decode_options():
-    if FLAGS.beam_size < 1:
-        raise ConfigError(f"--beam_size must be at least 1, not {FLAGS.beam_size}")
     return dict(beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
                 penalty_mode=FLAGS.length_penalty_mode, max_length_ratio=FLAGS.max_length_ratio,
                 max_length_offset=FLAGS.max_length_offset, max_decode_length=FLAGS.max_decode_length,
@@ -143,8 +141,6 @@ def translator_from_flags():
         if FLAGS.saved_model or FLAGS.model_dir:
             raise ConfigError("--server translates with a served model: drop --saved_model/--model_dir")
         from tfnmt.serving.client import RemoteTranslator, ServingClient
-        if FLAGS.server_retries < 0 or FLAGS.server_timeout <= 0:
-            raise ConfigError("--server_retries must be >= 0 and --server_timeout positive")
         client = ServingClient(FLAGS.server, FLAGS.model, FLAGS.model_version,
                                retries=FLAGS.server_retries, timeout=FLAGS.server_timeout)
         return None, RemoteTranslator(client)

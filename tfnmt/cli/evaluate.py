@@ -5,7 +5,7 @@ import time
 
 from absl import logging
 
-from tfnmt.cli import common
+from tfnmt.cli import common, console
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import sources
 from tfnmt.evaluation import bleu, length_buckets
@@ -26,7 +26,8 @@ def run():
     source_sentences, references = sources.references(spec, split, FLAGS.test_limit)
     common.check_long_inputs(translator, source_sentences, f"{spec.source} {split}")
     start = time.time()
-    hypotheses = translate_sentences(translator, source_sentences, FLAGS.decode_batch_size)
+    hypotheses = translate_sentences(translator, source_sentences, FLAGS.decode_batch_size,
+                                     progress=console.stderr_is_terminal())
     elapsed = time.time() - start
     if FLAGS.output and FLAGS.output != "-":
         try:

@@ -1,33 +1,21 @@
 """The `tfnmt` command: `tfnmt VERB [--flag=value ...] [--flagfile=FILE]`.
 
-Problems the user can fix (bad flags, missing files, unknown models, unreadable checkpoints)
-end the command with one line on stderr and exit status 2; there is no traceback.
+Problems the user can fix (bad flags, out-of-range values, flags the verb does not read, missing
+files, unknown models, unreadable checkpoints) end the command with one line on stderr and exit
+status 2; there is no traceback. Flags are checked before any model or data is loaded.
 """
 
 import importlib
 import os
 import sys
 
-VERBS = {
-    "vocab": "train the SentencePiece vocabulary",
-    "train": "train or resume a model (builds the vocabulary if missing)",
-    "evaluate": "sacreBLEU and chrF on the test split",
-    "translate": "translate a file or stdin",
-    "export": "export a SavedModel for TF Serving",
-    "serve": "serve exported models over TF Serving's REST API",
-    "average": "average the last or best checkpoints",
-    "distill": "translate the training data with a teacher into a new text corpus",
-    "info": "list models, or count a model's parameters",
-    "bench": "measure training and translation speed",
-}
-
-USAGE = "usage: tfnmt VERB [--flags] [--flagfile=FILE]\n\nverbs:\n" + "".join(
-    f"  {verb:<10}{text}\n" for verb, text in VERBS.items()) + "\n`tfnmt VERB --help` lists the flags."
+USAGE_TAIL = "\n`tfnmt VERB --help` lists the flags that VERB reads."
 
 
-def _quiet_tensorflow_internals(record):
-    # TensorFlow logs every checkpoint shard at INFO; that drowns the training log.
-    return "Sharding callback duration" not in record.getMessage()
+def _usage():
+    from tfnmt.cli.verbs import VERBS
+    return ("usage: tfnmt VERB [--flags] [--flagfile=FILE]\n\nverbs:\n"
+            + "".join(f"  {verb:<10}{spec.summary}\n" for verb, spec in VERBS.items()) + USAGE_TAIL)
 
 
 def _fail(verb, message):
@@ -35,38 +23,49 @@ def _fail(verb, message):
     return 2
 
 
+def _flag_error(error):
+    """absl's message as one line: 'flag --x=1: ...' -> '--x=1: ...'; its 'ERROR:: Unable to
+    open flagfile: [Errno 2] ...' -> 'cannot open flagfile: ...'."""
+    from absl import flags
+    text = str(error).splitlines()[0]
+    if isinstance(error, flags.CantOpenFlagFileError):
+        return "cannot open flagfile: " + text.split("Unable to open flagfile:", 1)[-1].strip()
+    return text[len("flag "):] if text.startswith("flag --") else text
+
+
 def main(argv=None):
     argv = list(sys.argv if argv is None else argv)
+    # Only the verb table, which does not load TensorFlow, is needed to print the usage.
+    from tfnmt.cli.verbs import VERBS
     if len(argv) < 2 or argv[1] in ("-h", "--help", "help"):
-        print(USAGE)
+        print(_usage())
         return 0 if len(argv) >= 2 else 2
     verb = argv[1]
     if verb not in VERBS:
         return _fail(verb, f"unknown command; choose one of {', '.join(VERBS)}")
-    # TensorFlow's C++ start-up chatter hides the messages that matter.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from absl import flags, logging
+    from absl import flags
+    from tfnmt.cli import console, verbs
     from tfnmt.cli.flags import FLAGS
     from tfnmt.errors import UserError
 
     rest = argv[2:]
     if "--help" in rest or "-h" in rest or "--helpfull" in rest:
-        print(f"tfnmt {verb}: {VERBS[verb]}\n")
-        print(FLAGS.get_help())
+        print(verbs.help_text(verb, FLAGS))
         return 0
     # Start from the defaults, so that in-process calls (tests, notebooks) never inherit flags.
     FLAGS.unparse_flags()
     try:
-        FLAGS([argv[0]] + rest)
+        positional = FLAGS([argv[0]] + rest)[1:]
     except flags.Error as e:
-        return _fail(verb, str(e).splitlines()[0])
-    logging.use_absl_handler()
-    logging.set_verbosity(logging.INFO)
-    handler = logging.get_absl_handler()
-    # Log to the stderr of this call (it differs between in-process calls, e.g. under pytest).
-    handler.python_handler.stream = sys.stderr
-    if _quiet_tensorflow_internals not in handler.filters:
-        handler.addFilter(_quiet_tensorflow_internals)
+        return _fail(verb, _flag_error(e))
+    if positional:
+        return _fail(verb, f"unexpected argument {positional[0]!r}: give flags as --name=value "
+                           f"(the input file of translate is --input=FILE)")
+    unread = verbs.unread_flag(verb, rest, FLAGS)
+    if unread:
+        return _fail(verb, unread)
+    console.setup_logging(FLAGS)
     try:
         import keras
         # Global Keras state must not leak between in-process calls (tests, notebooks).
@@ -82,7 +81,22 @@ def main(argv=None):
 
 
 def run():
+    # Unless the detail is asked for, TensorFlow's C++ log lines are filtered from here on:
+    # they are written while TensorFlow loads, before any flag is parsed.
+    if _verbosity_on_command_line(sys.argv[2:]) < 1:
+        from tfnmt.cli import console
+        console.filter_native_logs()
     sys.exit(main())
+
+
+def _verbosity_on_command_line(args):
+    for arg in args:
+        if arg.startswith("--verbosity="):
+            try:
+                return int(arg.split("=", 1)[1])
+            except ValueError:
+                return 0  # flag parsing reports it
+    return 0
 
 
 if __name__ == "__main__":

@@ -33,20 +33,10 @@ def batching_options():
     return options
 
 
-def _check_limits():
-    for name in ("max_request_bytes", "max_sentences_per_request", "max_sentence_chars",
-                 "rest_api_num_threads", "rest_api_timeout_in_ms"):
-        if FLAGS[name].value <= 0:
-            raise ConfigError(f"--{name} must be positive, not {FLAGS[name].value}")
-    if not 0 <= FLAGS.rest_api_port < 65536:
-        raise ConfigError(f"--rest_api_port must be a port number (0 = any free port), not {FLAGS.rest_api_port}")
-
-
 def run():
     if bool(FLAGS.export_dir) == bool(FLAGS.model_config_file):
         raise ConfigError("give --export_dir (serve every model under it) or --model_config_file "
                           "(a TF Serving models.config), not both")
-    _check_limits()
     batching = batching_options()
     if FLAGS.model_config_file:
         manager = ModelManager(config_lib.read_model_config(FLAGS.model_config_file), batching=batching)

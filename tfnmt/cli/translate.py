@@ -16,16 +16,20 @@ import sys
 import tensorflow as tf
 from absl import logging
 
-from tfnmt.cli import common
+from tfnmt.cli import common, console
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data.text_files import decode_lines, read_lines
 from tfnmt.decoding.translator import STREAM_WINDOW_BATCHES, OrderedWriter, translations
 from tfnmt.errors import cannot_write
 
 
+def _input_name():
+    return "<stdin>" if FLAGS.input == "-" else FLAGS.input
+
+
 def _read_input():
     if FLAGS.input == "-":
-        return decode_lines(sys.stdin.buffer.read(), "<stdin>", replace_invalid=True)
+        return decode_lines(sys.stdin.buffer.read(), _input_name(), replace_invalid=True)
     return read_lines(FLAGS.input, role="input", replace_invalid=True)
 
 
@@ -64,7 +68,7 @@ def run():
         logging.warning("%s; translating it with U+FFFD in place of the bad bytes", problem)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
-            logging.warning("%s:%d: empty line; its translation is empty", FLAGS.input, number)
+            logging.warning("%s:%d: empty line; its translation is empty", _input_name(), number)
     if not FLAGS.saved_model and not FLAGS.server:
         # An exported or served model cuts long inputs the same way, but only the checkpoint
         # path has the tokenizer at hand to say so per line.
@@ -72,13 +76,13 @@ def run():
         for number, length in enumerate(lengths[: len(lines)], start=1):
             if length > FLAGS.max_input_length:
                 logging.warning("%s:%d: %d subwords; only the first %d are translated "
-                                "(--max_input_length)", FLAGS.input, number, length,
+                                "(--max_input_length)", _input_name(), number, length,
                                 FLAGS.max_input_length)
-    common.check_long_inputs(translator, lines, FLAGS.input)
+    common.check_long_inputs(translator, lines, _input_name())
     output = _Output()
     try:
         for index, text in translations(translator, lines, FLAGS.decode_batch_size,
-                                        progress=FLAGS.input != "-",
+                                        progress=console.stderr_is_terminal(),
                                         window=STREAM_WINDOW_BATCHES * FLAGS.decode_batch_size):
             output.put(index, text)
     finally:

@@ -4,9 +4,28 @@ import os
 
 from absl import logging
 
-from tfnmt.cli import common
+from tfnmt.cli import common, console
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import sources, vocab
+
+
+def _train(sentences, path, what, options):
+    """Trains one SentencePiece model; on a terminal a bar counts the sentences read and then
+    says that SentencePiece is training."""
+    bar = console.progress_bar(unit="sent", desc=f"{what}: reading")
+
+    def counted():
+        for sentence in sentences:
+            yield sentence
+            bar.update()
+        bar.set_description(f"{what}: training SentencePiece")
+
+    try:
+        size = vocab.train_sentencepiece(counted() if bar is not None else sentences, path, **options)
+    finally:
+        if bar is not None:
+            bar.close()
+    logging.info("%s of %d pieces: %s", what, size, path)
 
 
 def build_vocab(model_dir, spec, split, limit):
@@ -14,14 +33,12 @@ def build_vocab(model_dir, spec, split, limit):
     options = dict(vocab_size=FLAGS.vocab_size, model_type=FLAGS.vocab_type,
                    max_sentences=FLAGS.vocab_max_sentences, seed=FLAGS.seed)
     if FLAGS.joint_vocab:
-        path = os.path.join(model_dir, vocab.JOINT_FILE)
-        size = vocab.train_sentencepiece(sources.sentences(spec, split, limit), path, **options)
-        logging.info("joint vocabulary of %d pieces: %s", size, path)
+        _train(sources.sentences(spec, split, limit), os.path.join(model_dir, vocab.JOINT_FILE),
+               "joint vocabulary", options)
         return
     for side, name in (("source", vocab.SOURCE_FILE), ("target", vocab.TARGET_FILE)):
-        path = os.path.join(model_dir, name)
-        size = vocab.train_sentencepiece(sources.sentences(spec, split, limit, sides=(side,)), path, **options)
-        logging.info("%s vocabulary of %d pieces: %s", side, size, path)
+        _train(sources.sentences(spec, split, limit, sides=(side,)), os.path.join(model_dir, name),
+               f"{side} vocabulary", options)
 
 
 def run():

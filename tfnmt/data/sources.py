@@ -9,10 +9,14 @@ A source spec is one string:
 Every source yields a `tf.data.Dataset` of (source string, target string) pairs.
 """
 
+import contextlib
 import dataclasses
+import io
 import os
+import sys
 
 import tensorflow as tf
+from absl import logging
 
 from tfnmt.data import text_files
 from tfnmt.errors import ConfigError, DataError
@@ -64,8 +68,15 @@ def _tfds_pairs(spec, split, limit):
                 raise ConfigError(f"{spec.source} has languages {sorted(languages)}, not {lang!r}")
     if not builder.is_prepared():
         config = tfds.download.DownloadConfig(manual_dir=manual_dir or None, try_download_gcs=False)
+        logging.info("preparing %s in %s (once; later runs read it from there)", spec.source,
+                     builder.data_dir)
+        # TFDS prints its progress bars, and two lines to stdout (which carries results, e.g.
+        # evaluate's scores); they are detail, shown with --verbosity=1.
+        detail = logging.level_debug()
+        tfds.display_progress_bar(detail)
         try:
-            builder.download_and_prepare(download_config=config)
+            with contextlib.redirect_stdout(sys.stderr if detail else io.StringIO()):
+                builder.download_and_prepare(download_config=config)
         except DataError:
             raise
         except Exception as e:

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.errors import ConfigError
+from tfnmt.models import registry
 from tfnmt.training import distribution
 from tfnmt.training.losses import label_smoothed_cross_entropy
 
@@ -133,12 +134,14 @@ class Seq2SeqModel(keras.Model):
     # --- helpers for subclasses -----------------------------------------------------------------
     @classmethod
     def with_defaults(cls, hparams):
-        """The model's declared defaults overridden by `hparams`; undeclared names are errors."""
+        """The model's declared defaults overridden by `hparams`; undeclared names and values
+        outside a declared range are errors."""
         unknown = sorted(set(hparams) - set(cls.HPARAMS))
         if unknown:
             raise ConfigError(f"model {cls.registry_name!r} has no hyper-parameter "
                               f"{', '.join(unknown)}")
-        return dict({name: default for name, (default, _) in cls.HPARAMS.items()}, **hparams)
+        registry.check_hparams(cls, hparams)
+        return dict({name: spec[0] for name, spec in cls.HPARAMS.items()}, **hparams)
 
     @staticmethod
     def padding_mask(ids):

@@ -42,12 +42,6 @@ ENCODERS = {
 }
 
 
-def _positive(h, *names):
-    for name in names:
-        if h[name] < 1:
-            raise ConfigError(f"--{name} must be at least 1, got {h[name]}")
-
-
 def _int_list(flag, text, separator):
     try:
         values = [int(v) for v in text.split(separator)]
@@ -63,17 +57,11 @@ class _FixedEncodingSeq2Seq(Seq2SeqModel):
     """The shared decoder side: memory is {"encoding": c [B, C]}, state {"state": s [B, H]}."""
 
     DECODER_HPARAMS = {
-        "embed_dim": (100, "word embedding width (source and target)"),
-        "hidden_dim": (1000, "GRU state width"),
-        "maxout_dim": (500, "maxout units of the decoder's deep output"),
-        "dropout": (0.0, "dropout on the word embeddings and on the maxout output"),
+        "embed_dim": (100, "word embedding width (source and target)", ">= 1"),
+        "hidden_dim": (1000, "GRU state width", ">= 1"),
+        "maxout_dim": (500, "maxout units of the decoder's deep output", ">= 1"),
+        "dropout": (0.0, "dropout on the word embeddings and on the maxout output", "[0, 1)"),
     }
-
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
-        super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
-        _positive(self.hparams, "embed_dim", "hidden_dim", "maxout_dim")
-        if not 0.0 <= self.hparams["dropout"] < 1.0:
-            raise ConfigError(f"--dropout must be in [0, 1), got {self.hparams['dropout']}")
 
     def _build(self, layer, shape):
         # Under the model's name, as variables built in a call would be (checkpoint keys).
@@ -115,17 +103,18 @@ class ConvEncoderSeq2Seq(_FixedEncodingSeq2Seq):
     HPARAMS = {
         "conv_encoder": ("ngram", "convolutional encoder: small_filters | ngram_1layer | ngram"),
         "source_window": (32, "k̄: source tokens (eos included) of the zero-padded sentence "
-                              "matrix; longer sources are translated in chunks"),
+                              "matrix; longer sources are translated in chunks", ">= 1"),
         "conv_input_dim": (0, "d: rows of the sentence matrix, the embeddings up-projected to it "
-                              "(0 = the variant's: 1000, or embed_dim for small_filters)"),
-        "conv_layers": (0, "convolution + pooling layers (0 = the variant's: 3, 1 for ngram_1layer)"),
+                              "(0 = the variant's: 1000, or embed_dim for small_filters)", ">= 0"),
+        "conv_layers": (0, "convolution + pooling layers (0 = the variant's: 3, 1 for ngram_1layer)",
+                        ">= 0"),
         "conv_filters": (0, "filters per layer and n-gram width (0 = the variant's: 500, 100 "
-                            "for ngram_1layer, 32 for small_filters)"),
+                            "for ngram_1layer, 32 for small_filters)", ">= 0"),
         "ngram_widths": ("2", "n-gram filter widths, comma-separated; several run in parallel "
                               "(ngram encoders)"),
         "small_filter_size": ("3x3", "filter size ROWSxCOLUMNS of small_filters"),
         "gated_pooling": (False, "learned gated pooling instead of max / average pooling"),
-        "encoding_dim": (1000, "width of the sentence encoding c (W_f's output)"),
+        "encoding_dim": (1000, "width of the sentence encoding c (W_f's output)", ">= 1"),
         **_FixedEncodingSeq2Seq.DECODER_HPARAMS,
     }
 
@@ -135,17 +124,13 @@ class ConvEncoderSeq2Seq(_FixedEncodingSeq2Seq):
         if h["conv_encoder"] not in ENCODERS:
             raise ConfigError(f"--conv_encoder={h['conv_encoder']!r}: choose one of "
                               f"{', '.join(ENCODERS)}")
-        _positive(h, "source_window", "encoding_dim")
-        for name in ("conv_input_dim", "conv_layers", "conv_filters"):
-            if h[name] < 0:
-                raise ConfigError(f"--{name} must be positive (or 0 for the variant's), got {h[name]}")
         spec = ENCODERS[h["conv_encoder"]]
         variant = spec["variant"]
         layers = h["conv_layers"] or spec["layers"]
         if h["conv_encoder"] == "ngram_1layer" and layers != 1:
             raise ConfigError("--conv_encoder=ngram_1layer has one layer; use --conv_encoder=ngram "
                               f"for --conv_layers={layers}")
-        defaults = {name: default for name, (default, _) in self.HPARAMS.items()}
+        defaults = {name: declared[0] for name, declared in self.HPARAMS.items()}
         if variant == "ngram" and h["small_filter_size"] != defaults["small_filter_size"]:
             raise ConfigError("--small_filter_size applies to --conv_encoder=small_filters only")
         if variant == "small_filters" and h["ngram_widths"] != defaults["ngram_widths"]:

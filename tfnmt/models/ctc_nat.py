@@ -52,10 +52,11 @@ class CTCNonAutoregressive(Seq2SeqModel):
     HPARAMS = {
         "ctc_variant": ("encoder_decoder_pos", "CTC model: deep_encoder | encoder_decoder | "
                         "encoder_decoder_pos (positions added to the split states)"),
-        "split_factor": (3, "k: each encoder state is split into k states to label (eq. 1)"),
+        "split_factor": (3, "k: each encoder state is split into k states to label (eq. 1)", ">= 1"),
         **Transformer.HPARAMS,
-        "ffn_dim": (4096, "inner width of the feed-forward blocks"),
-        "num_heads": (16, "attention heads"),
+        "decoder_layers": (6, "number of decoder layers (0 for --ctc_variant=deep_encoder)", ">= 0"),
+        "ffn_dim": (4096, "inner width of the feed-forward blocks", ">= 1"),
+        "num_heads": (16, "attention heads", ">= 1"),
     }
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
@@ -64,10 +65,6 @@ class CTCNonAutoregressive(Seq2SeqModel):
         self.variant = h["ctc_variant"]
         if self.variant not in VARIANTS:
             raise ConfigError(f"--ctc_variant={self.variant!r}: choose one of {', '.join(VARIANTS)}")
-        if h["split_factor"] < 1:
-            raise ConfigError(f"--split_factor must be at least 1, not {h['split_factor']}")
-        if h["encoder_layers"] < 1:
-            raise ConfigError(f"--encoder_layers must be at least 1, not {h['encoder_layers']}")
         if self.variant == "deep_encoder" and h["decoder_layers"]:
             raise ConfigError("--ctc_variant=deep_encoder has no decoder: set --decoder_layers=0 "
                               "and put every layer in --encoder_layers (12 in the paper)")

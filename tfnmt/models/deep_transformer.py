@@ -47,10 +47,11 @@ class DeepTransformer(Transformer):
         "encoder_aggregation": ("none", "encoder layer aggregation: " + " | ".join(STRATEGIES)),
         "decoder_aggregation": ("none", "decoder layer aggregation: " + " | ".join(STRATEGIES)),
         "aggregation_ffn_dim": (0, "inner width of the aggregation nodes' feed-forward "
-                                   "(0 = --ffn_dim)"),
+                                   "(0 = --ffn_dim)", ">= 0"),
         "multi_layer_attention": (1, "k: self-attention attends to the k layers below "
-                                     "(1 = the plain Transformer)"),
-        "diversity_weight": (0.0, "λ of the layer-diversity term: the loss is NLL - λ L_div"),
+                                     "(1 = the plain Transformer)", ">= 1"),
+        "diversity_weight": (0.0, "λ of the layer-diversity term: the loss is NLL - λ L_div "
+                                  "(diversity is maximised)", ">= 0"),
     })
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
@@ -62,14 +63,6 @@ class DeepTransformer(Transformer):
             if strategy != "none" and h[f"{side}_layers"] < 2:
                 raise ConfigError(f"--{side}_aggregation={strategy} needs at least 2 "
                                   f"{side} layers, not {h[f'{side}_layers']}")
-        if h["multi_layer_attention"] < 1:
-            raise ConfigError(f"--multi_layer_attention must be at least 1 (1 = plain "
-                              f"self-attention), not {h['multi_layer_attention']}")
-        if h["aggregation_ffn_dim"] < 0:
-            raise ConfigError(f"--aggregation_ffn_dim must be >= 0, not {h['aggregation_ffn_dim']}")
-        if h["diversity_weight"] < 0:
-            raise ConfigError(f"--diversity_weight must be >= 0 (diversity is maximised), "
-                              f"not {h['diversity_weight']}")
         if h["diversity_weight"] > 0 and min(h["encoder_layers"], h["decoder_layers"]) < 2:
             raise ConfigError("--diversity_weight needs at least 2 encoder and 2 decoder layers "
                               "(it compares adjacent layers)")

@@ -58,17 +58,17 @@ def _cell(kind, units, name, init):
 @register("deeplau")
 class DeepLAU(Seq2SeqModel):
     HPARAMS = {
-        "encoder_layers": (4, "recurrent encoder layers, alternating direction"),
-        "decoder_layers": (4, "recurrent decoder layers"),
+        "encoder_layers": (4, "recurrent encoder layers, alternating direction", ">= 1"),
+        "decoder_layers": (4, "recurrent decoder layers", ">= 1"),
         "cell": ("lau", "recurrent cell: lau | gru"),
         "stack_connection": ("none", "between stacked layers: none | residual | fast_forward"),
-        "embed_dim": (512, "word embedding width"),
-        "hidden_dim": (512, "recurrent state width"),
-        "attention_dim": (512, "additive attention width"),
-        "dropout": (0.2, "dropout on the word embeddings"),
-        "output_dropout": (0.5, "dropout on the top decoder state before the softmax layer"),
+        "embed_dim": (512, "word embedding width", ">= 1"),
+        "hidden_dim": (512, "recurrent state width", ">= 1"),
+        "attention_dim": (512, "additive attention width", ">= 1"),
+        "dropout": (0.2, "dropout on the word embeddings", "[0, 1)"),
+        "output_dropout": (0.5, "dropout on the top decoder state before the softmax layer", "[0, 1)"),
         "init_stddev": (0.0, "draw every weight matrix from N(0, init_stddev^2), as the paper "
-                             "does with 0.04 (0 = Keras's Glorot / orthogonal defaults)"),
+                             "does with 0.04 (0 = Keras's Glorot / orthogonal defaults)", ">= 0"),
     }
     FIXED = {}
 
@@ -80,14 +80,9 @@ class DeepLAU(Seq2SeqModel):
         if h["stack_connection"] not in CONNECTIONS:
             raise ConfigError(f"--stack_connection={h['stack_connection']!r}: choose one of "
                               f"{', '.join(CONNECTIONS)}")
-        for name in ("encoder_layers", "decoder_layers", "embed_dim", "hidden_dim", "attention_dim"):
-            if h[name] < 1:
-                raise ConfigError(f"--{name} must be at least 1, got {h[name]}")
         self.settings = h
         E, H, A = h["embed_dim"], h["hidden_dim"], h["attention_dim"]
         self.connection = h["stack_connection"]
-        if h["init_stddev"] < 0:
-            raise ConfigError(f"--init_stddev must be >= 0, got {h['init_stddev']}")
         dense, embedding, recurrent = _initializers(h["init_stddev"])
         self.source_embedding = keras.layers.Embedding(source_vocab_size, E, name="source_embedding",
                                                        **embedding())

@@ -50,21 +50,21 @@ def summary_after(layers, sumlen):
 @register("densenmt")
 class DenseNMT(Seq2SeqModel):
     HPARAMS = {
-        "encoder_layers": (4, "number of encoder layers"),
-        "decoder_layers": (4, "number of decoder layers"),
+        "encoder_layers": (4, "number of encoder layers", ">= 1"),
+        "decoder_layers": (4, "number of decoder layers", ">= 1"),
         "encoder": ("dense", "encoder stack: dense | residual"),
         "decoder": ("dense", "decoder stack: dense | residual"),
         "attention": ("dense2", "attention: multistep | dense1 | dense2 | none"),
-        "embed_dim": (256, "model embedding width (h^0, z^0; the multi-step attention width)"),
+        "embed_dim": (256, "model embedding width (h^0, z^0; the multi-step attention width)", ">= 1"),
         "embedding_dim": (0, "width of the source/target/softmax embedding tables, projected to "
-                             "embed_dim (0 = embed_dim)"),
-        "hidden_dim": (256, "width of residual layers"),
-        "growth_rate": (128, "output width of each dense layer"),
-        "attention_dim": (128, "DenseAtt width (eq. 9/10)"),
-        "sumlen": (0, "a summary layer after every sumlen-1 layers (0 = none)"),
-        "kernel_size": (3, "convolution kernel width"),
-        "dropout": (0.2, "dropout on embeddings and layer inputs"),
-        "max_positions": (1024, "learned positions; later positions reuse the last one"),
+                             "embed_dim (0 = embed_dim)", ">= 0"),
+        "hidden_dim": (256, "width of residual layers", ">= 1"),
+        "growth_rate": (128, "output width of each dense layer", ">= 1"),
+        "attention_dim": (128, "DenseAtt width (eq. 9/10)", ">= 1"),
+        "sumlen": (0, "a summary layer after every sumlen-1 layers (0 = none)", ">= 0"),
+        "kernel_size": (3, "convolution kernel width", ">= 1"),
+        "dropout": (0.2, "dropout on embeddings and layer inputs", "[0, 1)"),
+        "max_positions": (1024, "learned positions; later positions reuse the last one", ">= 1"),
     }
     # Subclasses pin some switches (ConvS2S is the all-residual, multi-step case).
     FIXED = {}
@@ -75,9 +75,6 @@ class DenseNMT(Seq2SeqModel):
         for name, choices in (("encoder", STACKS), ("decoder", STACKS), ("attention", ATTENTIONS)):
             if h[name] not in choices:
                 raise ConfigError(f"--{name}={h[name]!r}: choose one of {', '.join(choices)}")
-        for name in ("encoder_layers", "decoder_layers", "embed_dim", "kernel_size"):
-            if h[name] < 1:
-                raise ConfigError(f"--{name} must be at least 1, got {h[name]}")
         self.settings = h
         e, k, p = h["embed_dim"], h["kernel_size"], h["dropout"]
         w = h["embedding_dim"] or e

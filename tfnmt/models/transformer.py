@@ -23,14 +23,14 @@ def check_hparams(h, source_vocab_size, target_vocab_size):
 @register("transformer")
 class Transformer(Seq2SeqModel):
     HPARAMS = {
-        "encoder_layers": (6, "number of encoder layers"),
-        "decoder_layers": (6, "number of decoder layers"),
-        "d_model": (512, "model width (embeddings and hidden states)"),
-        "ffn_dim": (2048, "inner width of the feed-forward blocks"),
-        "num_heads": (8, "attention heads"),
-        "dropout": (0.1, "dropout on embeddings and sub-layer outputs"),
-        "attention_dropout": (0.0, "dropout on attention weights"),
-        "ffn_dropout": (0.0, "dropout inside the feed-forward blocks"),
+        "encoder_layers": (6, "number of encoder layers", ">= 1"),
+        "decoder_layers": (6, "number of decoder layers", ">= 1"),
+        "d_model": (512, "model width (embeddings and hidden states)", ">= 1"),
+        "ffn_dim": (2048, "inner width of the feed-forward blocks", ">= 1"),
+        "num_heads": (8, "attention heads", ">= 1"),
+        "dropout": (0.1, "dropout on embeddings and sub-layer outputs", "[0, 1)"),
+        "attention_dropout": (0.0, "dropout on attention weights", "[0, 1)"),
+        "ffn_dropout": (0.0, "dropout inside the feed-forward blocks", "[0, 1)"),
         "pre_norm": (False, "layer norm before each sub-layer (pre-norm) instead of after"),
         "share_embeddings": (False, "one embedding matrix for source and target (joint vocabulary)"),
         "tie_output": (True, "the output projection reuses the target embedding matrix"),

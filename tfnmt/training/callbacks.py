@@ -65,9 +65,11 @@ class TrainingSchedule(keras.callbacks.Callback):
                     reports[name[len(TOTAL_PREFIX):]] = float(np.sum(values))
                 else:
                     reports[name] = float(np.mean(values))
-            logging.info("step %d  loss %.4f%s  lr %.3g  %.0f target tokens/s", step, loss,
+            # Validation time is not counted: the time left is that of the training steps.
+            left = (self.train_steps - step) * elapsed / max(len(self._losses), 1)
+            logging.info("step %d  loss %.4f%s  lr %.3g  %.0f target tokens/s  %s left", step, loss,
                          "".join(f"  {name} {value:.4g}" for name, value in reports.items()), lr,
-                         self._tokens / elapsed)
+                         self._tokens / elapsed, _duration(left))
             with self.writer.as_default(step=step):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", lr)
@@ -80,7 +82,9 @@ class TrainingSchedule(keras.callbacks.Callback):
             self._validate(step)
         if step % self.save_every == 0 or step >= self.train_steps or self.model.stop_training:
             path = self.checkpoints.save(step)
-            logging.info("saved %s", path)
+            # Each save is detail (--verbosity=1); the last one says where the model is.
+            last = step >= self.train_steps or self.model.stop_training
+            (logging.info if last else logging.debug)("saved %s", path)
         if step >= self.train_steps:
             self.model.stop_training = True
 
@@ -94,12 +98,22 @@ class TrainingSchedule(keras.callbacks.Callback):
                 tf.summary.scalar(f"validation/{name}", value)
         self.writer.flush()
         if self.checkpoints.offer_best(step, results):
-            logging.info("step %d is among the best by validation %s", step,
-                         self.checkpoints.best_metric)
+            logging.debug("step %d is among the best by validation %s", step,
+                          self.checkpoints.best_metric)
         if self.lr_controller is not None and self.lr_controller.update(self.model.optimizer, results["loss"]):
             self.model.stop_training = True
         self.history.append(dict(results, step=step))
         self._clock = time.time()  # validation time is not training throughput
+
+
+def _duration(seconds):
+    """'45s', '12m05s', '3h07m'."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 class ShrinkOnValidationRise:

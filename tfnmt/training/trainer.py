@@ -60,17 +60,9 @@ def check_options(o):
     if (o.batch_tokens > 0) == (o.batch_size > 0):
         raise ConfigError("set exactly one of --batch_tokens (tokens per batch) and --batch_size "
                           "(sentences per batch)")
-    for name in ("train_steps", "save_every", "validate_every", "log_every", "max_source_length",
-                 "max_target_length", "keep_checkpoints", "keep_best"):
-        if getattr(o, name) <= 0:
-            raise ConfigError(f"--{name} must be positive, not {getattr(o, name)}")
     if o.batch_tokens and o.batch_tokens < max(o.max_source_length, o.max_target_length) + 2:
         raise ConfigError(f"--batch_tokens={o.batch_tokens} cannot hold one sentence of "
                           f"--max_source_length/--max_target_length; raise it")
-    if o.precision not in ("float32", "mixed_float16", "mixed_bfloat16"):
-        raise ConfigError(f"--precision must be float32, mixed_float16 or mixed_bfloat16, not {o.precision!r}")
-    if o.best_metric not in ("loss", "bleu"):
-        raise ConfigError(f"--best_metric must be loss or bleu, not {o.best_metric!r}")
     if o.best_metric == "bleu" and o.bleu_sentences <= 0:
         raise ConfigError("--best_metric=bleu needs validation BLEU: set --bleu_sentences > 0")
     if o.optimizer == "nag" and o.lr_floor >= o.learning_rate:
@@ -181,8 +173,11 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
         checkpoints, writer, train_steps=options.train_steps, save_every=options.save_every,
         validate_every=options.validate_every, log_every=options.log_every, validator=validator,
         lr_controller=lr_controller)
-    logging.info("training %s (%d parameters) from step %d to %d on %s", config["model"],
-                 model.count_params(), step, options.train_steps, distribution.describe(strategy))
+    # The one header of a run; then the schedule logs progress (TensorBoard keeps the detail).
+    logging.info("training %s: %s parameters; data %s %s-%s %s%s; steps %d to %d; %s",
+                 config["model"], f"{model.count_params():,}", spec.source, spec.source_lang,
+                 spec.target_lang, splits[0], f" (first {limits[0]:,} pairs)" if limits[0] else "",
+                 step, options.train_steps, distribution.describe(strategy))
     if strategy is not None:
         # Keras would pull a batch to build the (already built) model and average it across
         # replicas, which fails for bucketed batches of different shapes; fit then takes the

@@ -1,0 +1,159 @@
+"""Flags: every number has a declared range that parsing enforces, each verb reads a declared set
+of flags (others are refused on the command line, allowed in a flagfile), and its help lists
+exactly those, grouped, with defaults and ranges."""
+
+import pytest
+
+from conftest import run_cli
+
+
+def _error(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+def test_every_numeric_flag_declares_its_range():
+    from tfnmt.cli.flags import FLAGS, GROUPS
+    from tfnmt.ranges import NumberParser
+    ours = [name for names in GROUPS.values() for name in names]
+    numeric = [n for n in ours if FLAGS[n].parser.flag_type() in ("int", "float")]
+    assert len(numeric) > 60
+    assert [n for n in numeric if not isinstance(FLAGS[n].parser, NumberParser)] == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["translate", "--decode_batch_size=-1"], "--decode_batch_size=-1: must be an integer >= 1"),
+    (["translate", "--decode_batch_size=0"], "--decode_batch_size=0: must be an integer >= 1"),
+    (["evaluate", "--decode_batch_size=0"], "--decode_batch_size=0: must be an integer >= 1"),
+    (["translate", "--max_input_length=-5"], "--max_input_length=-5: must be an integer >= 1"),
+    (["translate", "--beam_size=0"], "--beam_size=0: must be an integer >= 1"),
+    (["train", "--label_smoothing=1"], "--label_smoothing=1: must be a number in [0, 1)"),
+    (["train", "--learning_rate=0"], "--learning_rate=0: must be a number > 0"),
+    (["train", "--train_steps=0"], "--train_steps=0: must be an integer >= 1"),
+    (["serve", "--rest_api_port=65536"], "--rest_api_port=65536: must be an integer in [0, 65535]"),
+    (["train", "--dropout=1.0"], "--dropout=1.0: must be a number in [0, 1)"),
+    (["train", "--d_model=0"], "--d_model=0: must be an integer >= 1"),
+])
+def test_an_out_of_range_value_is_one_line_before_anything_is_loaded(args, message, capsys):
+    # /nonexistent would stop the command with another error once it loads the model.
+    assert run_cli(*args, "--model_dir=/nonexistent") == 2
+    assert _error(capsys) == f"tfnmt {args[0]}: error: {message}"
+
+
+def test_beam_size_zero_with_an_export_is_refused(capsys):
+    assert run_cli("translate", "--saved_model=/nonexistent", "--beam_size=0") == 2
+    assert "--beam_size=0: must be an integer >= 1" in _error(capsys)
+
+
+def test_a_model_holds_a_shared_flag_to_its_own_range(corpus, tmp_path, capsys):
+    # ctc_nat's deep_encoder variant has no decoder, so the flag takes 0; a Transformer does not.
+    from tfnmt.models import registry
+    from tfnmt.errors import ConfigError
+    registry.get("ctc_nat")(20, 20, ctc_variant="deep_encoder", decoder_layers=0, d_model=8,
+                            ffn_dim=8, num_heads=2, encoder_layers=1)
+    with pytest.raises(ConfigError, match="--decoder_layers=0: model 'transformer' needs an integer >= 1"):
+        registry.get("transformer")(20, 20, decoder_layers=0)
+    assert run_cli("train", f"--model_dir={tmp_path / 'm'}", f"--data=text:{corpus}",
+                   "--model=transformer", "--decoder_layers=0") == 2
+    assert _error(capsys).endswith("--decoder_layers=0: model 'transformer' needs an integer >= 1")
+
+
+def _numeric_hparams():
+    from tfnmt.models import registry
+    return [(model, name) for model in registry.names()
+            for name, spec in registry.get(model).HPARAMS.items() if len(spec) > 2]
+
+
+@pytest.mark.parametrize("model, name", _numeric_hparams())
+def test_every_model_refuses_a_hyper_parameter_below_its_range(model, name):
+    from tfnmt.errors import ConfigError
+    from tfnmt.models import registry
+    cls = registry.get(model)
+    bounds = registry.hparam_range(cls, name)
+    below = bounds.low - (1 if isinstance(cls.HPARAMS[name][0], int) else 0.5)
+    with pytest.raises(ConfigError, match=f"--{name}="):
+        cls(20, 20, **{name: type(cls.HPARAMS[name][0])(below)})
+
+
+def test_every_numeric_hyper_parameter_has_a_range():
+    from tfnmt.models import registry
+    missing = [(m, n) for m in registry.names() for n, spec in registry.get(m).HPARAMS.items()
+               if type(spec[0]) in (int, float) and len(spec) < 3]
+    assert missing == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["translate", "--model_dir=M", "--d_model=512"],
+     "--d_model would be ignored: `tfnmt translate` does not read it (train, info, bench do)"),
+    (["translate", "--saved_model=X", "--beam_size=3"],
+     "--beam_size would be ignored: `tfnmt translate` reads it only with a checkpoint"),
+    (["translate", "--server=http://localhost:1", "--model=m", "--max_input_length=9"],
+     "--max_input_length would be ignored: `tfnmt translate` reads it only with a checkpoint"),
+    (["translate", "--model_dir=M", "--model=transformer"],
+     "--model would be ignored: `tfnmt translate` reads it only with --server"),
+    (["export", "--model_dir=M", "--export_dir=E", "--train_steps=5"],
+     "--train_steps would be ignored: `tfnmt export` does not read it"),
+    (["vocab", "--model_dir=M", "--nojoint_vocab", "--learning_rate=1"],
+     "--learning_rate would be ignored: `tfnmt vocab` does not read it"),
+    (["bench", "--bench=translate", "--model_dir=M", "--bench_steps=3"],
+     "--bench_steps would be ignored: `tfnmt bench` reads it only with --bench=train"),
+    (["train", "--model_dir=M", "--evaluate_at_end=false", "--lowercase"],
+     "--lowercase would be ignored: `tfnmt train` reads it only with --evaluate_at_end"),
+])
+def test_a_flag_the_verb_would_ignore_is_refused_on_the_command_line(args, message, capsys):
+    assert run_cli(*args) == 2
+    assert _error(capsys).startswith(f"tfnmt {args[0]}: error: {message}")
+
+
+def test_a_flagfile_may_hold_flags_the_verb_does_not_read(trained_model, corpus, tmp_path, capsys):
+    from conftest import tiny_train_flags
+    flagfile = tmp_path / "all.cfg"
+    flagfile.write_text("\n".join(tiny_train_flags(corpus, trained_model)) + "\n--export_dir=x\n")
+    source = tmp_path / "in.txt"
+    source.write_text("the dog\n")
+    assert run_cli("translate", f"--flagfile={flagfile}", f"--input={source}") == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+
+
+def test_a_positional_argument_is_refused(capsys):
+    assert run_cli("translate", "--model_dir=M", "in.txt") == 2
+    assert "unexpected argument 'in.txt'" in _error(capsys)
+
+
+def test_a_missing_flagfile_is_one_plain_line(capsys):
+    assert run_cli("train", "--flagfile=/nonexistent.cfg") == 2
+    line = _error(capsys)
+    assert line.startswith("tfnmt train: error: cannot open flagfile: ")
+    assert "/nonexistent.cfg" in line and "ERROR" not in line
+
+
+def test_verb_help_lists_only_what_the_verb_reads_with_defaults_and_ranges(capsys):
+    def words():  # the help wrapped to 100 columns, as one line
+        return " ".join(capsys.readouterr().out.split())
+
+    assert run_cli("translate", "--help") == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[0] == "tfnmt translate: translate a file or stdin"
+    assert len(lines) < 100
+    assert "--beam_size" in text and "[default 4; an integer >= 1]" in text
+    assert "decoding, only with a checkpoint" in text
+    for unread in ("--d_model", "--train_steps", "--rest_api_port", "--bench_steps", "--undefok",
+                   "--vocab_size", "absl"):
+        assert unread not in text, unread
+    assert run_cli("train", "--help") == 0
+    text = capsys.readouterr().out
+    assert "\nmodel (" in text and "--d_model" in text and "transformer 512" in text
+    assert "--rest_api_port" not in text and "--saved_model" not in text
+    assert run_cli("serve", "--help") == 0
+    text = words()
+    assert "[default 8501; an integer in [0, 65535]]" in text and "--d_model" not in text
+
+
+def test_tfnmt_help_lists_the_verbs_one_line_each(capsys):
+    from tfnmt.cli.verbs import VERBS
+    assert run_cli("--help") == 0
+    out = capsys.readouterr().out
+    for verb, spec in VERBS.items():
+        assert f"  {verb:<10}{spec.summary}\n" in out

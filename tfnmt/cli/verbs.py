@@ -1,0 +1,237 @@
+"""The verbs, and which flags each one reads: its help lists those, grouped as cli/flags.py
+groups them, and a flag given ON THE COMMAND LINE that the verb would not read is refused
+(`tfnmt translate --model_dir=M --d_model=512` would otherwise translate with the trained
+model's width and say nothing). Flags from a --flagfile are exempt: one flagfile drives every
+verb. Some flags are read only in one mode of a verb (decoding flags with a checkpoint, not with
+an export, whose decoding settings were fixed when it was exported); `When` names that mode.
+"""
+
+import os
+import textwrap
+
+class When:
+    """A mode of a verb: `test(FLAGS)` says whether it is on; `text` completes "read only ..."."""
+
+    def __init__(self, test, text):
+        self.test, self.text = test, text
+
+    def __and__(self, other):
+        return When(lambda f: self.test(f) and other.test(f), f"{self.text} and {other.text}")
+
+
+class Verb:
+    def __init__(self, summary, *reads):
+        """reads: lists of flag names and groups, or (When, list) pairs for those read in one
+        mode. Groups are expanded when first needed, so that `tfnmt --help` loads no model."""
+        self.summary = summary
+        self._reads = [r if isinstance(r, tuple) else (None, r) for r in reads]
+
+    @property
+    def reads(self):
+        return [(when, _expand(names)) for when, names in self._reads]
+
+    def names(self):
+        return {name for _, names in self.reads for name in names}
+
+    def modes(self, name):
+        """The modes in which the verb reads `name` ([None] = always; [] = never)."""
+        return [when for when, names in self.reads if name in names]
+
+
+class group(str):
+    """A group of cli/flags.py, standing for its flags."""
+
+
+def _expand(items):
+    from tfnmt.cli import flags as flag_defs
+    return [name for item in items
+            for name in (flag_defs.GROUPS[item] if isinstance(item, group) else [item])]
+
+
+def _trained_model_dir(f):
+    from tfnmt import model_dir
+    return bool(f.model_dir) and os.path.isfile(model_dir.config_path(f.model_dir))
+
+
+DATA_SOURCE = ["data", "source_lang", "target_lang", "manual_dir", "tfds_data_dir"]
+# An export or a served model decodes with the settings it was exported with.
+CHECKPOINT = When(lambda f: not f.server and not f.saved_model,
+                  "with a checkpoint (--model_dir), not with --saved_model or --server")
+EXPORT = When(lambda f: bool(f.saved_model) and not f.server, "with --saved_model")
+SERVER = When(lambda f: bool(f.server), "with --server")
+# Where translations come from: a checkpoint, an export or a server (cli/common.py).
+TRANSLATOR = [(CHECKPOINT, [group("model_dir"), group("decoding")]),
+              (EXPORT, [group("export_in")]),
+              (SERVER, [group("server"), "model"])]
+
+
+def _bench(kind):
+    return When(lambda f: f.bench == kind, f"with --bench={kind}")
+
+
+VERBS = {
+    "vocab": Verb(
+        "train the SentencePiece vocabulary",
+        ["model_dir", *DATA_SOURCE, "train_split", "train_limit", group("vocabulary"), "seed"]),
+    "train": Verb(
+        "train or resume a model (builds the vocabulary if missing)",
+        ["model_dir", *DATA_SOURCE, "train_split", "valid_split", "test_split", "train_limit",
+         "valid_limit", group("vocabulary"), group("model"), group("training"), group("decoding"),
+         "bleu_tokenize"],  # validation BLEU
+        (When(lambda f: f.evaluate_at_end, "with --evaluate_at_end"),
+         ["checkpoint", "test_limit", "decode_batch_size", "output", group("evaluation")])),
+    "evaluate": Verb(
+        "sacreBLEU and chrF on the test split",
+        *TRANSLATOR,
+        [*DATA_SOURCE, "test_split", "test_limit", "decode_batch_size", "output",
+         group("evaluation")]),
+    "translate": Verb(
+        "translate a file or stdin",
+        *TRANSLATOR,
+        [group("translation")]),
+    "export": Verb(
+        "export a SavedModel for TF Serving",
+        [group("model_dir"), group("decoding"), group("export")]),
+    "serve": Verb(
+        "serve exported models over TF Serving's REST API",
+        ["export_dir", group("serving")]),
+    "average": Verb(
+        "average the last or best checkpoints",
+        ["model_dir", group("average")]),
+    "distill": Verb(
+        "translate the training data with a teacher into a new text corpus",
+        *TRANSLATOR,
+        ["output_dir", *DATA_SOURCE, "train_split", "valid_split", "test_split", "train_limit",
+         "decode_batch_size"]),
+    "info": Verb(
+        "list models, or count a model's parameters",
+        ["model_dir"],
+        (When(lambda f: not _trained_model_dir(f),
+              "for a model not trained yet (no config.json in --model_dir)"),
+         [group("model"), "vocab_size"])),
+    "bench": Verb(
+        "measure training and translation speed",
+        ["bench"],
+        (_bench("train"),
+         ["model_dir", group("model"), *DATA_SOURCE, "train_split", "train_limit",
+          group("vocabulary"), "seed", "init_from", "label_smoothing", "precision", "optimizer",
+          "learning_rate", "warmup_steps", "jit_compile", "batch_tokens", "batch_size",
+          "shuffle_buffer", "max_source_length", "max_target_length", "bench_steps"]),
+        *[(_bench("translate") & when, names) for when, names in TRANSLATOR],
+        (_bench("translate"), [*DATA_SOURCE, "test_split", "bench_sentences",
+                               "bench_latency_sentences", "decode_batch_size"]),
+        (_bench("decode"), ["saved_model", *DATA_SOURCE, "test_split", "bench_sentences",
+                            "bench_latency_sentences", "decode_batch_size"]),
+        (_bench("serve"), ["model", "model_version", "server_timeout", "bench_clients",
+                           "bench_seconds", "bench_request_sentences", "input"]),
+        (_bench("serve") & SERVER, ["server"]),
+        (_bench("serve") & When(lambda f: not f.server, "without --server"),
+         ["export_dir", "max_batch_size", "batch_timeout_micros", "num_batch_threads",
+          "max_enqueued_batches", "rest_api_num_threads"]),
+        (_bench("serve") & When(lambda f: f.input == "-", "without --input"),
+         [*DATA_SOURCE, "test_split", "bench_sentences"])),
+}
+
+
+def command_line_flags(args, flag_values):
+    """Names of the flags set by `args` themselves (not by a --flagfile they name)."""
+    names = []
+    for arg in args:
+        if arg == "--":
+            break
+        if not arg.startswith("-"):
+            continue
+        name = arg.lstrip("-").split("=", 1)[0]
+        if name not in flag_values and name.startswith("no") and name[2:] in flag_values:
+            name = name[2:]
+        if name in flag_values:
+            names.append(name)
+    return names
+
+
+def unread_flag(verb, args, flag_values):
+    """The message for the first flag of `args` that `verb` would not read, or None."""
+    from tfnmt.cli import flags as flag_defs
+    spec = VERBS[verb]
+    ours = {name for names in flag_defs.GROUPS.values() for name in names}
+    for name in command_line_flags(args, flag_values):
+        if name not in ours:
+            continue
+        modes = spec.modes(name)
+        if any(when is None or when.test(flag_values) for when in modes):
+            continue
+        if modes:
+            return (f"--{name} would be ignored: `tfnmt {verb}` reads it only "
+                    + "; or ".join(when.text for when in modes))
+        readers = [v for v, s in VERBS.items() if name in s.names()]
+        return (f"--{name} would be ignored: `tfnmt {verb}` does not read it"
+                + (f" ({', '.join(readers)} do)" if readers else "")
+                + "; a --flagfile may hold flags a command does not read, the command line "
+                  "may not")
+    return None
+
+
+def _default_text(flag):
+    from tfnmt.cli import flags as flag_defs
+    if flag.name in flag_defs.HPARAM_NAMES:
+        from tfnmt.models import registry
+        return ", ".join(f"{model} {_value(v)}" for model, v in registry.declaring(flag.name).items())
+    return f"default {_value(flag.default)}"
+
+
+def _value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None or value == "":
+        return "none" if value is None else "''"
+    return str(value)
+
+
+def _flag_help(name, text):
+    """`  --name   text`, wrapped to 100 columns under a 28-column name field."""
+    lead = f"  {name}".ljust(28)
+    if len(lead) > 28:
+        return "\n".join([lead.rstrip()] + textwrap.wrap(text, 100, initial_indent=" " * 28,
+                                                         subsequent_indent=" " * 28))
+    return "\n".join(textwrap.wrap(text, 100, initial_indent=lead, subsequent_indent=" " * 28))
+
+
+def _flag_text(flag, when):
+    facts = [_default_text(flag)]
+    if getattr(flag.parser, "range", None) is not None:
+        facts.append(flag.parser.syntactic_help)
+    if when is not None:
+        facts.append(f"only {when.text}")
+    text = flag.help[len("[model] "):] if flag.help.startswith("[model] ") else flag.help
+    return f"{text} [{'; '.join(facts)}]"
+
+
+def help_text(verb, flag_values):
+    """`tfnmt VERB --help`: the flags the verb reads, by group, with defaults and ranges; a mode
+    that all flags of a group share is named once, after the group's title."""
+    from tfnmt.cli import flags as flag_defs
+    spec = VERBS[verb]
+    lines = [f"tfnmt {verb}: {spec.summary}", "",
+             f"usage: tfnmt {verb} [--flag=value ...] [--flagfile=FILE]", ""]
+    for group_name, names in flag_defs.GROUPS.items():
+        read = {n: spec.modes(n) for n in names if spec.modes(n)}
+        if not read:
+            continue
+        whens = {id(m[0]): m[0] for m in read.values() if len(m) == 1 and m[0] is not None}
+        shared = next(iter(whens.values())) if len(whens) == 1 and all(
+            len(m) == 1 and m[0] is not None for m in read.values()) else None
+        title = flag_defs.TITLES[group_name]
+        lines.append(f"{title}, only {shared.text}:" if shared else f"{title}:")
+        for name, modes in read.items():
+            when = None if shared or None in modes or len(modes) != 1 else modes[0]
+            flag = flag_values[name]
+            shown = f"--[no]{name}" if flag.boolean else f"--{name}"
+            lines.append(_flag_help(shown, _flag_text(flag, when)))
+        lines.append("")
+    lines.append("general:")
+    lines.append(_flag_help("--flagfile=FILE", "Read flags from FILE, one per line; a flagfile "
+                            "may set flags this verb does not read, the command line may not."))
+    lines.append(_flag_help("--verbosity=N", "0 (the default): tfnmt's own progress and "
+                            "warnings; 1: also the detail (TensorFlow's and TFDS's log lines, "
+                            "every checkpoint saved); -1: warnings only."))
+    return "\n".join(lines)
