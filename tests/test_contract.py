@@ -90,9 +90,10 @@ def test_model_trained_under_mixed_float16_resumes_and_translates_the_same_expor
     assert run_cli("export", f"--model_dir={model_dir_path}", f"--export_dir={export_dir}",
                    "--beam_size=3") == 0
     outputs = []
-    for source in (f"--model_dir={model_dir_path}", f"--saved_model={export_dir}/transformer/1"):
+    # The export decodes with the beam it was exported with.
+    for source in (f"--model_dir={model_dir_path}", "--beam_size=3"), \
+            (f"--saved_model={export_dir}/transformer/1",):
         out = tmp_path / f"out{len(outputs)}.txt"
-        assert run_cli("translate", source, f"--input={sentences}", f"--output={out}",
-                       "--beam_size=3") == 0
+        assert run_cli("translate", *source, f"--input={sentences}", f"--output={out}") == 0
         outputs.append(out.read_text())
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 3
