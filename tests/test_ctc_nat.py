@@ -13,7 +13,7 @@ from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.state_splitter import StateSplitter
 from tfnmt.layers.transformer_layers import TransformerDecoderLayer
 from tfnmt.models import registry
-from tfnmt.training.losses import ctc_loss, ctc_min_frames
+from tfnmt.objectives.losses import ctc_loss, ctc_min_frames
 
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
 TINY = dict(encoder_layers=2, decoder_layers=2, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0)

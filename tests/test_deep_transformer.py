@@ -13,7 +13,7 @@ from tfnmt.layers.aggregation import (STRATEGIES, Aggregation, LayerAggregation,
 from tfnmt.layers.multi_layer_attention import MultiLayerEncoderLayer
 from tfnmt.models import registry
 from tfnmt.training import checkpoints
-from tfnmt.training.diversity import adjacent_layer_distances, layer_diversity
+from tfnmt.objectives.diversity import adjacent_layer_distances, layer_diversity
 
 SMALL = dict(encoder_layers=3, decoder_layers=4, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0)
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])

@@ -1,7 +1,7 @@
 import numpy as np
 import tensorflow as tf
 
-from tfnmt.training.losses import label_smoothed_cross_entropy
+from tfnmt.objectives.losses import label_smoothed_cross_entropy
 
 
 def test_without_smoothing_equals_masked_cross_entropy():

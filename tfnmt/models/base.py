@@ -30,11 +30,9 @@ import tensorflow as tf
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.errors import ConfigError
 from tfnmt.models import registry
-from tfnmt.training import distribution
-from tfnmt.training.losses import label_smoothed_cross_entropy
-
-# Log keys of reported scalars that the trainer sums over a logging interval instead of averaging.
-TOTAL_PREFIX = "total/"
+from tfnmt.objectives import replicas
+from tfnmt.objectives.losses import label_smoothed_cross_entropy
+from tfnmt.objectives.replicas import TOTAL_PREFIX
 
 
 class Seq2SeqModel(keras.Model):
@@ -102,7 +100,7 @@ class Seq2SeqModel(keras.Model):
         if extra is not None:
             self.report("translation_loss", loss)
         # With several replicas: this replica's share of the mean over the step's tokens.
-        loss, self._last_num_tokens = distribution.replica_loss(loss, num_tokens, extra)
+        loss, self._last_num_tokens = replicas.replica_loss(loss, num_tokens, extra)
         return loss
 
     def train_step(self, data):
@@ -110,12 +108,12 @@ class Seq2SeqModel(keras.Model):
         features = dict(features)
         position = features.pop("position", None)
         if position is not None:
-            self.data_position.assign(distribution.latest_position(position))
+            self.data_position.assign(replicas.latest_position(position))
         self._reports.clear()
         logs = super().train_step((features, labels))
         logs["target_tokens"] = self._last_num_tokens
         logs.update(self._reports)
-        return distribution.step_logs(logs)
+        return replicas.step_logs(logs)
 
     def test_step(self, data):
         features, labels = data

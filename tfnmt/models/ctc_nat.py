@@ -40,7 +40,7 @@ from tfnmt.layers.transformer_layers import TransformerDecoderLayer, Transformer
 from tfnmt.models.base import Seq2SeqModel
 from tfnmt.models.registry import register
 from tfnmt.models.transformer import Transformer, check_hparams
-from tfnmt.training.losses import ctc_loss
+from tfnmt.objectives.losses import ctc_loss
 
 VARIANTS = ("deep_encoder", "encoder_decoder", "encoder_decoder_pos")
 

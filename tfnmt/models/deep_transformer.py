@@ -5,7 +5,7 @@ The Transformer with, independently for its encoder and decoder stacks, a layer 
 strategy (`--encoder_aggregation`, `--decoder_aggregation`: none | dense | linear | iterative |
 hierarchical; layers/aggregation.py), multi-layer self-attention (`--multi_layer_attention=k`,
 layers/multi_layer_attention.py) and the layer-diversity regulariser (`--diversity_weight=λ`,
-training/diversity.py): the objective is NLL - λ L_div. With every option off (none, k = 1,
+objectives/diversity.py): the objective is NLL - λ L_div. With every option off (none, k = 1,
 λ = 0) it is the plain Transformer with the same variable paths below the model name, so
 `tfnmt train --init_from=BASELINE` starts it from a trained `transformer` (the paper's
 procedure) and initialises only the new weights.
@@ -38,7 +38,7 @@ from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.multi_layer_attention import MultiLayerDecoderLayer, MultiLayerEncoderLayer
 from tfnmt.models.registry import register
 from tfnmt.models.transformer import Transformer
-from tfnmt.training.diversity import layer_diversity
+from tfnmt.objectives.diversity import layer_diversity
 
 
 @register("deep_transformer")

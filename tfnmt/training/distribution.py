@@ -31,6 +31,7 @@ import tensorflow as tf
 from absl import logging
 
 from tfnmt.errors import ConfigError, UserError
+from tfnmt.objectives.replicas import multi_worker as _multi_worker
 
 CHOICES = ("none", "mirrored", "multi_worker")
 
@@ -87,9 +88,6 @@ def describe(strategy):
     return f"{strategy.num_replicas_in_sync} replica(s) ({kind}{where})"
 
 
-def _multi_worker(strategy):
-    return (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-            and strategy.num_replicas_in_sync > len(strategy.extended.worker_devices))
 
 
 def distribute(stream, strategy):
@@ -100,44 +98,6 @@ def distribute(stream, strategy):
     def per_worker(context):
         return stream.shard(context.num_input_pipelines, context.input_pipeline_id)
     return strategy.distribute_datasets_from_function(per_worker)
-
-
-# --- inside a replica's train_step (called from models/base.py) -------------------------------
-
-def _replicas():
-    return tf.distribute.get_strategy().num_replicas_in_sync
-
-
-def replica_loss(loss, num_tokens, extra_loss=None):
-    """(this replica's share of the step loss, tokens of the whole step).
-
-    `loss` is the mean over this replica's `num_tokens`; `extra_loss` (auxiliary terms) is a
-    per-replica mean too. With one replica both pass through unchanged.
-    """
-    if _replicas() == 1:
-        return (loss if extra_loss is None else loss + extra_loss), num_tokens
-    total = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, num_tokens)
-    share = loss * num_tokens / tf.maximum(total, 1.0)
-    if extra_loss is not None:
-        share += extra_loss / _replicas()
-    return share, total
-
-
-def latest_position(position):
-    """The newest (epoch, batch) position among the replicas' batches of this step."""
-    if _replicas() == 1:
-        return position
-    positions = tf.distribute.get_replica_context().all_gather(position[tf.newaxis], axis=0)
-    order = positions[:, 0] * (1 << 32) + positions[:, 1]
-    return positions[tf.argmax(order)]
-
-
-def step_logs(logs):
-    # Keras reduces the replicas' logs of a multi-worker step with strategy.reduce(MEAN, axis=0),
-    # which fails on scalars (tensorflow/tensorflow#72388); one-element vectors reduce to scalars.
-    if not _multi_worker(tf.distribute.get_strategy()):
-        return logs
-    return {name: tf.reshape(value, [1]) for name, value in logs.items()}
 
 
 # --- around fit ---------------------------------------------------------------------------------
