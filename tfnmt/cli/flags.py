@@ -32,6 +32,8 @@ flags.DEFINE_integer("vocab_max_sentences", 2_000_000, "Sentences sampled to tra
 flags.DEFINE_integer("train_steps", 10000, "Total optimizer steps; a resumed run continues to it.")
 flags.DEFINE_integer("batch_tokens", 4096, "Tokens per batch (padding included); 0 to use --batch_size.")
 flags.DEFINE_integer("batch_size", 0, "Sentences per batch (instead of --batch_tokens).")
+flags.DEFINE_integer("accumulate_steps", 1, "Gradient accumulation: one optimizer step per N "
+                     "batches, the loss averaged over all their target tokens.", lower_bound=1)
 flags.DEFINE_integer("max_source_length", 100, "Longest source (subwords) kept for training.")
 flags.DEFINE_integer("max_target_length", 100, "Longest target (subwords) kept for training.")
 flags.DEFINE_integer("shuffle_buffer", 100_000, "Shuffle buffer, in sentence pairs.")
@@ -44,6 +46,9 @@ flags.DEFINE_float("momentum", 0.99, "NAG momentum.")
 flags.DEFINE_float("clip_norm", 0.0, "Clip gradients to this global norm (0 = off).")
 flags.DEFINE_float("lr_shrink", 0.1, "NAG: multiply the lr by this when validation loss rises.")
 flags.DEFINE_float("lr_floor", 1e-4, "NAG: stop when the lr falls below this.")
+flags.DEFINE_enum("lr_shrink_mode", "on_rise", ["on_rise", "after_first_rise"],
+                  "NAG: on_rise shrinks the lr each time validation loss rises; after_first_rise "
+                  "shrinks it at every validation once the loss has risen (ConvS2S, DenseNMT WMT14).")
 flags.DEFINE_float("label_smoothing", 0.1, "Label smoothing of the cross-entropy.")
 flags.DEFINE_enum("precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
                   "Keras dtype policy (mixed_float16 on GPUs).")
@@ -54,6 +59,8 @@ flags.DEFINE_enum("best_metric", "loss", ["loss", "bleu"],
                   "Validation metric that ranks the best checkpoints (best/, `average "
                   "--average_from=best`, `--checkpoint=best`): loss, or BLEU on --bleu_sentences.")
 flags.DEFINE_integer("validate_every", 1000, "Validation loss and BLEU every N steps.")
+flags.DEFINE_boolean("validate_per_epoch", False, "Validate (and run the NAG lr shrink) at the "
+                     "end of each epoch of the training data instead of every --validate_every steps.")
 flags.DEFINE_integer("log_every", 100, "Log loss, lr and throughput every N steps.")
 flags.DEFINE_integer("bleu_sentences", 200, "Validation sentences translated for BLEU (0 = none).")
 flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training step.")
