@@ -91,3 +91,10 @@ def test_densenmt_en_de_15_is_the_papers_wmt14_model(monkeypatch):
                       "attention": "dense2", "encoder_layers": 15, "decoder_layers": 15,
                       "sumlen": 6, "embed_dim": 768}
 
+
+def test_deep_representation_wmt14_steps_hold_the_papers_8_x_4096_tokens_on_4_gpus(monkeypatch):
+    monkeypatch.chdir(REPO)
+    values = _flag_values("configs/deep_representations/wmt14/base.cfg",
+                          ["batch_tokens", "accumulate_steps", "distribution"])
+    assert values["distribution"] == "mirrored"  # --batch_tokens per GPU
+    assert 4 * values["batch_tokens"] * values["accumulate_steps"] == 8 * 4096
