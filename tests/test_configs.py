@@ -50,3 +50,51 @@ def test_densenmt_table1_configs_have_the_papers_model_sizes(name, monkeypatch, 
         out = capsys.readouterr().out
         total = int(out.split("total")[1].split()[0].replace(",", ""))
         assert abs(total / 1e6 - millions) <= 1.0, (name, width, total)
+
+
+def _flag_values(path, names):
+    from tfnmt.cli.flags import FLAGS
+    FLAGS.unparse_flags()
+    try:
+        FLAGS(["tfnmt", f"--flagfile={path}"])
+        return {name: FLAGS[name].value for name in names}
+    finally:
+        FLAGS.unparse_flags()
+
+
+DENSENMT_PAPER = sorted(glob.glob(os.path.join(REPO, "configs", "densenmt", "iwslt14", "*.cfg"))
+                        + glob.glob(os.path.join(REPO, "configs", "densenmt", "wmt14", "*.cfg")))
+
+
+@pytest.mark.parametrize("path", DENSENMT_PAPER, ids=[os.path.relpath(p, REPO) for p in DENSENMT_PAPER])
+def test_densenmt_paper_configs_train_maximum_likelihood_and_shrink_per_epoch(path, monkeypatch):
+    # Sec. 4.3 and eq. 1: NAG with the lr shrunk on per-epoch validation, no label smoothing,
+    # beam 5 with fairseq's length normalisation (score / |y|^alpha), never GNMT's penalty.
+    monkeypatch.chdir(REPO)
+    values = _flag_values(path, ["label_smoothing", "optimizer", "learning_rate", "validate_per_epoch",
+                                 "lr_shrink_mode", "beam_size", "length_penalty_mode", "batch_size",
+                                 "batch_tokens"])
+    wmt = "wmt14" in path
+    assert values == {"label_smoothing": 0.0, "optimizer": "nag", "learning_rate": 0.25,
+                      "validate_per_epoch": True,
+                      "lr_shrink_mode": "after_first_rise" if wmt else "on_rise", "beam_size": 5,
+                      "length_penalty_mode": "length", "batch_size": 48 if wmt else 32,
+                      "batch_tokens": 0}
+
+
+def test_densenmt_en_de_15_is_the_papers_wmt14_model(monkeypatch):
+    monkeypatch.chdir(REPO)
+    values = _flag_values("configs/densenmt/wmt14/densenmt-en-de-15.cfg",
+                          ["model", "encoder", "decoder", "attention", "encoder_layers",
+                           "decoder_layers", "sumlen", "embed_dim"])
+    assert values == {"model": "densenmt", "encoder": "dense", "decoder": "dense",
+                      "attention": "dense2", "encoder_layers": 15, "decoder_layers": 15,
+                      "sumlen": 6, "embed_dim": 768}
+
+
+def test_deep_representation_wmt14_steps_hold_the_papers_8_x_4096_tokens_on_4_gpus(monkeypatch):
+    monkeypatch.chdir(REPO)
+    values = _flag_values("configs/deep_representations/wmt14/base.cfg",
+                          ["batch_tokens", "accumulate_steps", "distribution"])
+    assert values["distribution"] == "mirrored"  # --batch_tokens per GPU
+    assert 4 * values["batch_tokens"] * values["accumulate_steps"] == 8 * 4096

@@ -94,6 +94,8 @@ _group("training", "training")
 integer("train_steps", 10000, ">= 1", "Total optimizer steps; a resumed run continues to it.")
 integer("batch_tokens", 4096, ">= 0", "Tokens per batch (padding included); 0 to use --batch_size.")
 integer("batch_size", 0, ">= 0", "Sentences per batch (instead of --batch_tokens).")
+integer("accumulate_steps", 1, ">= 1", "Gradient accumulation: one optimizer step per N "
+        "batches, the loss averaged over all their target tokens.")
 integer("max_source_length", 100, ">= 1", "Longest source (subwords) kept for training.")
 integer("max_target_length", 100, ">= 1", "Longest target (subwords) kept for training.")
 integer("shuffle_buffer", 100_000, ">= 1", "Shuffle buffer, in sentence pairs.")
@@ -108,6 +110,9 @@ real("momentum", 0.99, "[0, 1)", "NAG momentum.")
 real("clip_norm", 0.0, ">= 0", "Clip gradients to this global norm (0 = off).")
 real("lr_shrink", 0.1, "(0, 1]", "NAG: multiply the lr by this when validation loss rises.")
 real("lr_floor", 1e-4, ">= 0", "NAG: stop when the lr falls below this.")
+enum("lr_shrink_mode", "on_rise", ["on_rise", "after_first_rise"],
+     "NAG: on_rise shrinks the lr each time validation loss rises; after_first_rise "
+     "shrinks it at every validation once the loss has risen (ConvS2S, DenseNMT WMT14).")
 real("label_smoothing", 0.1, "[0, 1)", "Label smoothing of the cross-entropy.")
 enum("precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
      "Keras dtype policy (mixed_float16 on GPUs).")
@@ -118,6 +123,8 @@ enum("best_metric", "loss", ["loss", "bleu"],
      "Validation metric that ranks the best checkpoints (best/, `average "
      "--average_from=best`, `--checkpoint=best`): loss, or BLEU on --bleu_sentences.")
 integer("validate_every", 1000, ">= 1", "Validation loss and BLEU every N steps.")
+boolean("validate_per_epoch", False, "Validate (and run the NAG lr shrink) at the end of each "
+        "epoch of the training data instead of every --validate_every steps.")
 integer("log_every", 100, ">= 1", "Log loss, lr, throughput and the time left every N steps.")
 integer("bleu_sentences", 200, ">= 0", "Validation sentences translated for BLEU (0 = none).")
 boolean("jit_compile", False, "XLA-compile the training step.")

@@ -83,8 +83,9 @@ def training_epoch(pairs, source_vocab, target_vocab, *, epoch, seed, batch_toke
     """One epoch of training batches, reproducible from (seed, epoch).
 
     Elements are (features, labels): features {"source": [B, S], "target_in": [B, T],
-    "position": [2] (epoch, batch index in the epoch)}, labels [B, T]. The position lets the
-    trainer checkpoint exactly where it is and resume at the next batch.
+    "position": [2] (epoch, batch index in the epoch), "epoch_end": bool (the epoch's last
+    batch)}, labels [B, T]. The position lets the trainer checkpoint exactly where it is and
+    resume at the next batch; epoch_end lets it validate per epoch.
     """
     dataset = (pairs.shuffle(shuffle_buffer, seed=seed + epoch, reshuffle_each_iteration=False)
                .apply(tokenize(source_vocab, target_vocab))
@@ -101,16 +102,63 @@ def training_epoch(pairs, source_vocab, target_vocab, *, epoch, seed, batch_toke
         features, labels = batch
         features = dict(features, position=tf.stack([tf.cast(epoch, tf.int64), index]))
         return features, labels
-    return dataset.enumerate().map(add_position)
+    return dataset.enumerate().map(add_position).apply(mark_last())
 
 
-def training_stream(pairs, source_vocab, target_vocab, *, start_epoch=0, skip_batches=0, **kwargs):
-    """Endless training batches from epoch `start_epoch`, skipping its first `skip_batches`."""
+def _empty_like(element_spec):
+    """An element of `element_spec` with every unknown dimension 0 (a placeholder)."""
+    return tf.nest.map_structure(
+        lambda spec: tf.zeros([0 if d is None else d for d in spec.shape], spec.dtype), element_spec)
+
+
+def mark_last():
+    """Adds features["epoch_end"]: whether the batch is the dataset's last. The size of an epoch
+    is unknown until it ends, so each batch is held back until the next one (or the end) comes:
+    a scan over the batches and an end marker, cheaper than a tf.data window."""
+    def apply(dataset):
+        empty = _empty_like(dataset.element_spec)
+        marked = (dataset.map(lambda *batch: (batch, False))
+                  .concatenate(tf.data.Dataset.from_tensors((empty, True))))
+
+        def delay(state, element):
+            (held, holding), (batch, end) = state, element
+            return (batch, True), (held, end, holding)
+        return (marked.scan((empty, False), delay)
+                .filter(lambda batch, last, real: real)
+                .map(lambda batch, last, real: (dict(batch[0], epoch_end=last), batch[1])))
+    return apply
+
+
+def group(n):
+    """Every n consecutive batches as one element, a tuple of n (features, labels), for one
+    optimizer step over all of them (gradient accumulation; Seq2SeqModel.train_step). Each
+    batch keeps its own shape. n = 1 leaves the batches as they are."""
+    if n == 1:
+        return lambda dataset: dataset
+
+    def apply(dataset):
+        empty = _empty_like(dataset.element_spec)
+
+        def collect(state, batch):
+            # The state holds the last n-1 batches; every n-th batch completes a group.
+            count, held = state
+            return (count + 1, held[1:] + (batch,)), (held + (batch,), count % n == n - 1)
+        start = (tf.constant(0, tf.int64), (empty,) * (n - 1))
+        return (dataset.scan(start, collect)
+                .filter(lambda batches, complete: complete)
+                .map(lambda batches, complete: batches))
+    return apply
+
+
+def training_stream(pairs, source_vocab, target_vocab, *, start_epoch=0, skip_batches=0,
+                    accumulate_steps=1, **kwargs):
+    """Endless training batches from epoch `start_epoch`, skipping its first `skip_batches`;
+    grouped by `accumulate_steps` (see `group`). Groups run on across epoch ends."""
     def epoch_dataset(epoch):
         dataset = training_epoch(pairs, source_vocab, target_vocab, epoch=epoch, **kwargs)
         return dataset.skip(tf.where(epoch == start_epoch, tf.cast(skip_batches, tf.int64), 0))
     epochs = tf.data.Dataset.range(start_epoch, 1 << 62)
-    return epochs.flat_map(epoch_dataset).prefetch(tf.data.AUTOTUNE)
+    return epochs.flat_map(epoch_dataset).apply(group(accumulate_steps)).prefetch(tf.data.AUTOTUNE)
 
 
 def evaluation_batches(pairs, source_vocab, target_vocab, *, batch_tokens=0, batch_size=0,

@@ -104,15 +104,57 @@ class Seq2SeqModel(keras.Model):
         return loss
 
     def train_step(self, data):
-        features, labels = data
-        features = dict(features)
-        position = features.pop("position", None)
-        if position is not None:
-            self.data_position.assign(replicas.latest_position(position))
-        self._reports.clear()
-        logs = super().train_step((features, labels))
-        logs["target_tokens"] = self._last_num_tokens
-        logs.update(self._reports)
+        """One optimizer step on a batch (features, labels), or on a tuple of batches
+        (--accumulate_steps; data/pipeline.group). The loss of a step is the mean over all its
+        target tokens, as if one batch held them all: each batch's gradient (of its per-token
+        mean) is weighted by its share of the step's tokens. Batch i+1 runs once batch i's
+        gradient exists, so only one batch's activations are alive at a time."""
+        batches = (data,) if isinstance(data[0], dict) else tuple(data)
+        gradients, tokens, losses, reports, ends, sentences = None, [], [], [], [], 0
+        for features, labels in batches:
+            features = dict(features)
+            position = features.pop("position", None)
+            if position is not None:
+                self.data_position.assign(replicas.latest_position(position))
+            ends.append(tf.cast(features.pop("epoch_end", False), tf.float32))
+            if gradients is not None:
+                with tf.control_dependencies(_dense_parts(gradients)):
+                    features = {k: tf.identity(v) for k, v in features.items()}
+            self._reports.clear()
+            with tf.GradientTape() as tape:
+                logits = self(features, training=True)
+                loss = self.compute_loss(features, labels, logits, training=True)
+                scaled = self.optimizer.scale_loss(loss)
+            batch_gradients = tape.gradient(scaled, self.trainable_weights)
+            tokens.append(self._last_num_tokens)
+            losses.append(loss)
+            reports.append(dict(self._reports))
+            sentences += tf.shape(features["source"])[0]
+            if len(batches) == 1:
+                gradients = batch_gradients
+            else:
+                # Summed as tokens x gradient, divided by the step's tokens at the end.
+                weighted = [_scaled(g, tokens[-1]) for g in batch_gradients]
+                gradients = weighted if gradients is None else [
+                    _summed(a, b) for a, b in zip(gradients, weighted)]
+        total = tf.add_n(tokens)
+        if len(batches) == 1:
+            weights = [1.0]
+        else:
+            gradients = [_scaled(g, 1.0 / tf.maximum(total, 1.0)) for g in gradients]
+            weights = [n / tf.maximum(total, 1.0) for n in tokens]
+        step_loss = tf.add_n([w * l for w, l in zip(weights, losses)])
+        # As Keras' own train_step: the tracked loss is per replica, not its share of the step.
+        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        self._loss_tracker.update_state(step_loss * num_replicas, sample_weight=sentences)
+        self.optimizer.apply_gradients(zip(gradients, self.trainable_weights))
+        logs = self.compute_metrics(features, labels, logits)
+        logs["target_tokens"] = total
+        logs["epoch_end"] = tf.reduce_max(ends)
+        for name in reports[0]:
+            values = [r[name] for r in reports]
+            logs[name] = (tf.add_n(values) if name.startswith(TOTAL_PREFIX)
+                          else tf.add_n([w * v for w, v in zip(weights, values)]))
         return replicas.step_logs(logs)
 
     def test_step(self, data):
@@ -144,3 +186,27 @@ class Seq2SeqModel(keras.Model):
     @staticmethod
     def padding_mask(ids):
         return tf.not_equal(ids, PAD_ID)
+
+
+# --- gradient accumulation: embedding gradients are IndexedSlices ---------------------------
+def _scaled(gradient, factor):
+    if gradient is None:
+        return None
+    if isinstance(gradient, tf.IndexedSlices):
+        values = gradient.values * tf.cast(factor, gradient.values.dtype)
+        return tf.IndexedSlices(values, gradient.indices, gradient.dense_shape)
+    return gradient * tf.cast(factor, gradient.dtype)
+
+
+def _summed(a, b):
+    if a is None:
+        return b
+    if isinstance(a, tf.IndexedSlices) and isinstance(b, tf.IndexedSlices):
+        # The rows of both batches, as one batch's gradient would list them.
+        return tf.IndexedSlices(tf.concat([a.values, b.values], 0),
+                                tf.concat([a.indices, b.indices], 0), a.dense_shape)
+    return tf.convert_to_tensor(a) + tf.convert_to_tensor(b)
+
+
+def _dense_parts(gradients):
+    return [g.values if isinstance(g, tf.IndexedSlices) else g for g in gradients if g is not None]

@@ -26,7 +26,9 @@ def current_learning_rate(optimizer):
 
 class TrainingSchedule(keras.callbacks.Callback):
     """Everything that happens every N steps, in one place so that the order is explicit:
-    log -> validate (may shrink the lr / stop) -> checkpoint -> stop at the step budget."""
+    log -> validate (may shrink the lr / stop) -> checkpoint -> stop at the step budget.
+    `validate_every=None` validates instead after each step that trained an epoch's last batch
+    (the train step's `epoch_end` log), and at the end."""
 
     def __init__(self, checkpoints, writer, *, train_steps, save_every, validate_every, log_every,
                  validator=None, lr_controller=None):
@@ -50,7 +52,7 @@ class TrainingSchedule(keras.callbacks.Callback):
         self._tokens += float(logs["target_tokens"])
         self._losses.append(float(logs["loss"]))
         for name, value in logs.items():
-            if name not in ("loss", "target_tokens"):
+            if name not in ("loss", "target_tokens", "epoch_end"):
                 self._reports.setdefault(name, []).append(float(value))
         if not math.isfinite(self._losses[-1]):
             self.model.stop_training = True
@@ -78,7 +80,11 @@ class TrainingSchedule(keras.callbacks.Callback):
                     tf.summary.scalar(f"train/{name}", value)
             self.history.append(dict(reports, step=step, loss=loss, tokens_per_second=self._tokens / elapsed))
             self._tokens, self._losses, self._reports, self._clock = 0.0, [], {}, time.time()
-        if self.validator is not None and (step % self.validate_every == 0 or step >= self.train_steps):
+        if self.validate_every is None:
+            due = float(logs["epoch_end"]) > 0  # with replicas: the mean of their flags
+        else:
+            due = step % self.validate_every == 0
+        if self.validator is not None and (due or step >= self.train_steps):
             self._validate(step)
         if step % self.save_every == 0 or step >= self.train_steps or self.model.stop_training:
             path = self.checkpoints.save(step)
@@ -116,22 +122,42 @@ def _duration(seconds):
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-class ShrinkOnValidationRise:
-    """DenseNMT's NAG schedule: lr x `factor` each time validation loss rises; stop once the lr is
-    below `floor`. Its memory (the previous validation loss) lives in a checkpointed variable."""
+SHRINK_MODES = ("on_rise", "after_first_rise")
 
-    def __init__(self, factor=0.1, floor=1e-4):
+
+class ShrinkOnValidationRise:
+    """The NAG schedules of DenseNMT (and ConvS2S): lr x `factor` at a validation, stop once the
+    lr is below `floor`. mode `on_rise` shrinks each time the validation loss rises (DenseNMT on
+    IWSLT14); `after_first_rise` shrinks at every validation once it has risen (DenseNMT and
+    ConvS2S on WMT14, validating per epoch). Its memory is checkpointed: the previous validation
+    loss in a variable, and whether it has risen yet in the lr itself (below
+    `initial_learning_rate` only after a shrink)."""
+
+    def __init__(self, factor=0.1, floor=1e-4, mode="on_rise", initial_learning_rate=None):
+        if mode not in SHRINK_MODES:
+            raise ValueError(f"unknown lr shrink mode {mode!r}")
         self.factor = factor
         self.floor = floor
+        self.mode = mode
+        self.initial_learning_rate = initial_learning_rate
         self.previous = tf.Variable(float("inf"), trainable=False, name="previous_validation_loss")
 
     def update(self, optimizer, loss):
         """Returns True when training should stop."""
-        if loss > float(self.previous.numpy()):
-            new_lr = current_learning_rate(optimizer) * self.factor
+        lr = current_learning_rate(optimizer)
+        rose = loss > float(self.previous.numpy())
+        # The lr variable is float32: compare with the initial lr as float32 stores it.
+        annealing = (self.mode == "after_first_rise"
+                     and lr < float(np.float32(self.initial_learning_rate)))
+        if rose or annealing:
+            new_lr = lr * self.factor
             optimizer.learning_rate.assign(new_lr)
-            logging.info("validation loss rose (%.4f > %.4f): learning rate -> %.3g", loss,
-                         float(self.previous.numpy()), new_lr)
+            if rose:
+                logging.info("validation loss rose (%.4f > %.4f): learning rate -> %.3g", loss,
+                             float(self.previous.numpy()), new_lr)
+            else:
+                logging.info("annealing since the validation loss first rose: learning rate -> %.3g",
+                             new_lr)
             if new_lr < self.floor:
                 logging.info("learning rate below %.3g: stopping", self.floor)
                 return True

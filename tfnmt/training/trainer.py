@@ -1,9 +1,11 @@
 """`tfnmt train`: one trainer for every registered model, built on Keras `fit`.
 
-The model's `train_step` (models/base.py) records the data position of each batch; the schedule
-callback saves checkpoints, validates and stops by absolute step. Restarting on an existing model
-directory restores the newest checkpoint (model, optimizer, lr-schedule memory, data position)
-and continues with the batch after the last one trained.
+The model's `train_step` (models/base.py) records the data position of each batch and takes one
+optimizer step per element of the stream (one batch, or --accumulate_steps batches); the
+schedule callback saves checkpoints, validates (every --validate_every steps, or at each epoch's
+end) and stops by absolute optimizer step. Restarting on an existing model directory restores the
+newest checkpoint (model, optimizer, lr-schedule memory, data position) and continues with the
+batch after the last one trained.
 """
 
 import dataclasses
@@ -30,6 +32,7 @@ class TrainOptions:
     train_steps: int = 10000
     batch_tokens: int = 4096
     batch_size: int = 0
+    accumulate_steps: int = 1
     max_source_length: int = 100
     max_target_length: int = 100
     shuffle_buffer: int = 100_000
@@ -42,12 +45,14 @@ class TrainOptions:
     clip_norm: float = 0.0
     lr_shrink: float = 0.1
     lr_floor: float = 1e-4
+    lr_shrink_mode: str = "on_rise"
     precision: str = "float32"
     save_every: int = 1000
     keep_checkpoints: int = 5
     keep_best: int = 5
     best_metric: str = "loss"
     validate_every: int = 1000
+    validate_per_epoch: bool = False
     log_every: int = 100
     bleu_sentences: int = 200
     bleu_tokenize: str = ""
@@ -65,6 +70,9 @@ def check_options(o):
                           f"--max_source_length/--max_target_length; raise it")
     if o.best_metric == "bleu" and o.bleu_sentences <= 0:
         raise ConfigError("--best_metric=bleu needs validation BLEU: set --bleu_sentences > 0")
+    if o.lr_shrink_mode not in callbacks.SHRINK_MODES:
+        raise ConfigError(f"--lr_shrink_mode must be {' or '.join(callbacks.SHRINK_MODES)}, "
+                          f"not {o.lr_shrink_mode!r}")
     if o.optimizer == "nag" and o.lr_floor >= o.learning_rate:
         raise ConfigError("--lr_floor must be below --learning_rate for --optimizer=nag")
 
@@ -117,7 +125,9 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
                                momentum=options.momentum, clip_norm=options.clip_norm)
     model.compile(optimizer=optimizer, jit_compile=options.jit_compile)
     model.optimizer.build(model.trainable_variables)
-    lr_controller = (callbacks.ShrinkOnValidationRise(options.lr_shrink, options.lr_floor)
+    lr_controller = (callbacks.ShrinkOnValidationRise(options.lr_shrink, options.lr_floor,
+                                                      mode=options.lr_shrink_mode,
+                                                      initial_learning_rate=options.learning_rate)
                      if options.optimizer == "nag" else None)
     extra = {"previous_validation_loss": lr_controller.previous} if lr_controller else {}
     checkpoints = Checkpoints(model_dir, trackables(model, model.optimizer, **extra),
@@ -152,6 +162,7 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
                         f"--max_target_length={options.max_target_length} subwords")
     stream = pipeline.training_stream(train_pairs, source_vocab, target_vocab,
                                       start_epoch=max(epoch, 0), skip_batches=index + 1,
+                                      accumulate_steps=options.accumulate_steps,
                                       seed=options.seed, shuffle_buffer=options.shuffle_buffer,
                                       **batching)
     stream = distribution.distribute(stream, strategy)
@@ -171,7 +182,8 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     writer = distribution.summary_writer(model_dir, strategy)
     schedule = callbacks.TrainingSchedule(
         checkpoints, writer, train_steps=options.train_steps, save_every=options.save_every,
-        validate_every=options.validate_every, log_every=options.log_every, validator=validator,
+        validate_every=None if options.validate_per_epoch else options.validate_every,
+        log_every=options.log_every, validator=validator,
         lr_controller=lr_controller)
     # The one header of a run; then the schedule logs progress (TensorBoard keeps the detail).
     logging.info("training %s: %s parameters; data %s %s-%s %s%s; steps %d to %d; %s",
