@@ -93,4 +93,4 @@ def test_accumulate_steps_must_be_positive(corpus, tmp_path, capsys):
                    "--accumulate_steps=0") == 2
     errors = [l for l in capsys.readouterr().err.splitlines() if "error" in l]
     assert len(errors) == 1 and errors[0].startswith("tfnmt train: error:")
-    assert "--accumulate_steps=0" in errors[0] and "positive" in errors[0]
+    assert "--accumulate_steps=0" in errors[0] and "must be an integer >= 1" in errors[0]
