@@ -131,6 +131,7 @@ def test_bench_reports_training_and_translation_speed(trained_model, corpus, cap
                    "--batch_tokens=256", "--max_source_length=20", "--max_target_length=20") == 0
     train = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert train["target_tokens_per_second"] > 0 and train["steps"] == 3
+    assert 100 < train["peak_rss_mb"] < 64 * 1024
     assert run_cli("bench", "--bench=translate", f"--model_dir={trained_model}",
                    "--bench_sentences=8", "--bench_latency_sentences=2", "--beam_size=2") == 0
     speed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -283,3 +284,18 @@ def test_other_libraries_info_and_known_warnings_are_detail():
     for shown in (record(tfds, logging.WARNING, "dataset is deprecated"),
                   record(ours.replace("x.py", "cli/x.py"), logging.INFO, "step 10  loss 2.0")):
         assert default.filter(shown)
+
+
+def test_bench_train_times_the_step_train_runs(trained_model, capsys, monkeypatch):
+    """Same optimizer settings (momentum, beta_2, clipping) and accumulation as `train`."""
+    from tfnmt.cli import bench
+    built = []
+    real = bench.compiled_model
+    monkeypatch.setattr(bench, "compiled_model", lambda *a: built.append(real(*a)) or built[-1])
+    assert run_cli("bench", "--bench=train", f"--model_dir={trained_model}", "--bench_steps=2",
+                   "--batch_tokens=256", "--max_source_length=20", "--max_target_length=20",
+                   "--optimizer=nag", "--learning_rate=0.1", "--momentum=0.5", "--clip_norm=0.25",
+                   "--accumulate_steps=2") == 0
+    optimizer = built[0].optimizer
+    assert optimizer.momentum == 0.5 and optimizer.nesterov and optimizer.global_clipnorm == 0.25
+    assert int(optimizer.iterations.numpy()) == 2 + 5  # optimizer steps, each of 2 batches

@@ -18,21 +18,20 @@
 """
 
 import json
+import resource
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import pipeline, sources
 from tfnmt.data.vocab import load_vocabs
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError
-from tfnmt.training.optimizers import make_optimizer
-from tfnmt.training.trainer import source_length_limit
+from tfnmt.training.trainer import check_options, compiled_model, training_batching
 
 
 
@@ -46,23 +45,23 @@ class _Tokens(keras.callbacks.Callback):
         self.times.append(time.perf_counter())
 
 
+def peak_rss_mb():
+    """This process's peak resident memory (Linux reports ru_maxrss in KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def bench_train():
     from tfnmt.cli.train import config_from_flags
     config, spec = config_from_flags()
-    keras.mixed_precision.set_global_policy(FLAGS.precision)
-    model = model_dir_lib.build_model(config)
+    options = common.train_options()
+    check_options(options)
+    # The same model, optimizer (beta_2, momentum, clipping), precision and stream as `train`.
+    model = compiled_model(config, options)
     source_vocab, target_vocab = load_vocabs(FLAGS.model_dir)
-    model.compile(optimizer=make_optimizer(FLAGS.optimizer, FLAGS.learning_rate,
-                                           warmup_steps=FLAGS.warmup_steps),
-                  jit_compile=FLAGS.jit_compile)
-    batching = (dict(batch_tokens=FLAGS.batch_tokens) if not FLAGS.batch_size
-                else dict(batch_size=FLAGS.batch_size))
     stream = pipeline.training_stream(
         sources.pairs(spec, common.splits(spec)[0], FLAGS.train_limit), source_vocab, target_vocab,
-        seed=FLAGS.seed, shuffle_buffer=FLAGS.shuffle_buffer,
-        max_source_length=source_length_limit(model, FLAGS.max_source_length),
-        max_target_length=FLAGS.max_target_length,
-        **batching)
+        seed=options.seed, shuffle_buffer=options.shuffle_buffer,
+        accumulate_steps=options.accumulate_steps, **training_batching(model, options))
     counter = _Tokens()
     warmup = 5
     model.fit(stream, epochs=1, steps_per_epoch=warmup + FLAGS.bench_steps, verbose=0,
@@ -72,7 +71,8 @@ def bench_train():
     return {"bench": "train", "model": config["model"], "parameters": model.count_params(),
             "steps": FLAGS.bench_steps, "target_tokens_per_second": round(tokens / elapsed, 1),
             "ms_per_step": round(1000 * elapsed / FLAGS.bench_steps, 1),
-            "batch_tokens": FLAGS.batch_tokens}
+            "batch_tokens": options.batch_tokens, "accumulate_steps": options.accumulate_steps,
+            "precision": options.precision, "peak_rss_mb": peak_rss_mb()}
 
 
 def bench_translate():

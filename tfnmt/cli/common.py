@@ -1,5 +1,6 @@
 """What several commands need from the flags: the data spec, the decoding options, a model."""
 
+import dataclasses
 import os
 
 import keras
@@ -152,3 +153,9 @@ def translator_from_flags():
             translator = SavedModelTranslator(FLAGS.saved_model, FLAGS.signature)
         return translator.config, translator
     return load_translator()
+
+
+def train_options():
+    """The TrainOptions the flags give: what `train` trains with and `bench --bench=train` times."""
+    from tfnmt.training.trainer import TrainOptions
+    return TrainOptions(**{f.name: FLAGS[f.name].value for f in dataclasses.fields(TrainOptions)})

@@ -3,7 +3,6 @@
 With --distribution=multi_worker every worker runs this same command (TF_CONFIG tells them
 apart); the vocabulary must exist before, so that the workers do not race to build it."""
 
-import dataclasses
 import os
 import shutil
 
@@ -16,7 +15,7 @@ from tfnmt.data import vocab as vocab_lib
 from tfnmt.errors import ConfigError, DataError
 from tfnmt.models import registry
 from tfnmt.training import checkpoints, distribution
-from tfnmt.training.trainer import TrainOptions, train
+from tfnmt.training.trainer import train
 
 
 def config_from_flags(build_vocab=True):
@@ -77,7 +76,7 @@ def run():
     strategy = distribution.make_strategy(FLAGS.distribution)
     config, spec = config_from_flags(build_vocab=FLAGS.distribution != "multi_worker")
     train_split, valid_split, test_split = common.splits(spec)
-    options = TrainOptions(**{f.name: FLAGS[f.name].value for f in dataclasses.fields(TrainOptions)})
+    options = common.train_options()
     train(FLAGS.model_dir, config, spec, (train_split, valid_split),
           (FLAGS.train_limit, FLAGS.valid_limit), options, common.decode_options(), strategy)
     if FLAGS.evaluate_at_end and test_split and distribution.is_chief(strategy):

@@ -104,27 +104,40 @@ def train(model_dir, config, spec, splits, limits, options, decode_options, stra
         return _train(model_dir, config, spec, splits, limits, options, decode_options, strategy)
 
 
-def _train(model_dir, config, spec, splits, limits, options, decode_options, strategy):
-    check_options(options)
-    if splits[1] and options.bleu_sentences > 0:
-        bleu.metric(target_lang=spec.target_lang, tokenize=options.bleu_tokenize)
+def compiled_model(config, options):
+    """The model of `config`, compiled with the optimizer, precision and seed of `options`: the
+    step `train` runs (and `bench --bench=train` times)."""
     keras.mixed_precision.set_global_policy(options.precision)
     keras.utils.set_random_seed(options.seed)
     if options.deterministic:
         tf.config.experimental.enable_op_determinism()
-    if os.path.isfile(model_dir_lib.config_path(model_dir)):
-        model_dir_lib.check_compatible(model_dir_lib.read_config(model_dir), config)
-    chief = distribution.is_chief(strategy)
-    if chief:
-        model_dir_lib.write_config(model_dir, config)
     model = model_dir_lib.build_model(config)
-    source_vocab, target_vocab = load_vocabs(model_dir)
-
     optimizer = make_optimizer(options.optimizer, options.learning_rate,
                                warmup_steps=options.warmup_steps, beta_2=options.adam_beta2,
                                momentum=options.momentum, clip_norm=options.clip_norm)
     model.compile(optimizer=optimizer, jit_compile=options.jit_compile)
     model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def training_batching(model, options):
+    """The batching arguments of the training stream (a source window lowers the length cap)."""
+    return dict(batch_tokens=options.batch_tokens, batch_size=options.batch_size,
+                max_source_length=source_length_limit(model, options.max_source_length),
+                max_target_length=options.max_target_length)
+
+
+def _train(model_dir, config, spec, splits, limits, options, decode_options, strategy):
+    check_options(options)
+    if splits[1] and options.bleu_sentences > 0:
+        bleu.metric(target_lang=spec.target_lang, tokenize=options.bleu_tokenize)
+    if os.path.isfile(model_dir_lib.config_path(model_dir)):
+        model_dir_lib.check_compatible(model_dir_lib.read_config(model_dir), config)
+    chief = distribution.is_chief(strategy)
+    if chief:
+        model_dir_lib.write_config(model_dir, config)
+    model = compiled_model(config, options)
+    source_vocab, target_vocab = load_vocabs(model_dir)
     lr_controller = (callbacks.ShrinkOnValidationRise(options.lr_shrink, options.lr_floor,
                                                       mode=options.lr_shrink_mode,
                                                       initial_learning_rate=options.learning_rate)
@@ -148,9 +161,7 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
                      options.train_steps)
         return []
 
-    batching = dict(batch_tokens=options.batch_tokens, batch_size=options.batch_size,
-                    max_source_length=source_length_limit(model, options.max_source_length),
-                    max_target_length=options.max_target_length)
+    batching = training_batching(model, options)
     train_pairs = sources.pairs(spec, splits[0], limits[0])
     first = pipeline.training_epoch(train_pairs, source_vocab, target_vocab, epoch=0,
                                     seed=options.seed, shuffle_buffer=options.shuffle_buffer,
