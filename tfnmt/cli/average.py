@@ -14,7 +14,8 @@ from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import vocab
-from tfnmt.errors import CheckpointError, ConfigError, cannot_write, write_errors
+from tfnmt.errors import CheckpointError, ConfigError
+from tfnmt.export import versions
 from tfnmt.training import checkpoints
 
 
@@ -42,17 +43,9 @@ def average_checkpoints(model_dir, output_dir, num, which="last"):
     step = max(int(p.rsplit("-", 1)[1]) for p in paths)
     output_dir = os.path.normpath(output_dir)
     staging = os.path.join(os.path.dirname(output_dir), f".{os.path.basename(output_dir)}.staging-{os.getpid()}")
-    try:
-        try:
-            _write_model_dir(staging, model, config, model_dir, step)
-            if os.path.isdir(output_dir):
-                os.rmdir(output_dir)  # empty, checked above
-            os.rename(staging, output_dir)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    except write_errors() as e:
-        raise cannot_write(output_dir, e, "free some space or choose another --output_dir") from None
+    versions.write_atomically(output_dir, staging,
+                              lambda d: _write_model_dir(d, model, config, model_dir, step),
+                              "--output_dir")
     return os.path.join(output_dir, checkpoints.LAST_DIR, f"ckpt-{step}"), paths
 
 

@@ -27,12 +27,24 @@ def write_version(export_dir, name, version, write):
     try:
         os.makedirs(base, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)
+    except write_errors() as e:
+        raise cannot_write(final, e, "free some space or choose another --export_dir") from None
+    return write_atomically(final, staging, write, "--export_dir")
+
+
+def write_atomically(final, staging, write, flag):
+    """Calls write(staging), then renames staging to `final` (an empty directory there is
+    replaced). If anything fails nothing is left behind; a failed write (a full disk, a file in
+    the way) is one line naming `final` and `flag`."""
+    try:
         try:
             write(staging)
+            if os.path.isdir(final):
+                os.rmdir(final)  # only an empty one: os.rmdir refuses the others
             os.rename(staging, final)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
     except write_errors() as e:
-        raise cannot_write(final, e, "free some space or choose another --export_dir") from None
+        raise cannot_write(final, e, f"free some space or choose another {flag}") from None
     return final
