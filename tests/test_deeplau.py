@@ -242,15 +242,17 @@ def test_bad_choices_are_config_errors():
 
 
 # The LAU's linear path makes it learn much faster than the GRU (as the paper argues): on the
-# first 100 pairs LAU is at 0.29 nats/token by step 500, GRU at 1.25 by step 800 and 0.88 by 900.
-@pytest.mark.parametrize("name,steps", [("deeplau", 500), ("deepgru", 900)])
-def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, steps, multi30k_dir,
-                                                                      tmp_path, capsys):
+# first 100 pairs LAU is at 0.29 nats/token by step 500; the paper's GRU (eq. 3, reset before
+# W_hh) at 1.52 by step 900 (Keras's reset_after cell was at 0.88). DeepGRU's threshold keeps a
+# margin above that, still under a third of the starting 4.8.
+@pytest.mark.parametrize("name,steps,below", [("deeplau", 500, 1.5), ("deepgru", 900, 2.0)])
+def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, steps, below,
+                                                                      multi30k_dir, tmp_path, capsys):
     model_dir = str(tmp_path / "m")
     losses = overfit_multi30k(model_dir, multi30k_dir, f"--model={name}", "--encoder_layers=2",
                               "--decoder_layers=2", "--embed_dim=64", "--hidden_dim=96",
                               "--attention_dim=64", "--output_dropout=0", steps=steps, pairs=100)
-    assert losses[-1] < 1.5, losses  # nats per target token over the last 100 steps; from 4.8
+    assert losses[-1] < below, losses  # nats per target token over the last 100 steps; from 4.8
     export_dir = tmp_path / "e"
     assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
                    "--beam_size=3") == 0
