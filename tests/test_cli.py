@@ -188,15 +188,17 @@ def test_a_tiny_training_run_logs_a_header_and_progress(trained_model, corpus, t
     result = run_cli_subprocess("train", *flags, "--save_every=10", check=True)
     lines = result.stderr.splitlines()
     # Before: 19 lines (start-up lines twice, cuInit, oneDNN, every checkpoint and best).
-    assert len(lines) == 6, lines
+    assert len(lines) == 7, lines
     assert "resuming from" in lines[0]
     assert "training transformer: 24,192 parameters; data text:" in lines[1]
     assert "en-de train; steps 80 to 100; one device" in lines[1]
     steps = [line for line in lines if " loss " in line and "validation" not in line]
     assert len(steps) == 2 and all("lr" in s and "target tokens/s" in s and " left" in s
                                    for s in steps)
-    assert "validation at step 100" in lines[4]
-    assert lines[5].endswith(f"saved {model_dir}/ckpt/ckpt-100")
+    # The first validation names the BLEU it computes (sacreBLEU's signature), once per run.
+    assert "validation BLEU on 10 sentences: nrefs:1|case:mixed|eff:no|tok:13a" in lines[4]
+    assert "validation at step 100" in lines[5]
+    assert lines[6].endswith(f"saved {model_dir}/ckpt/ckpt-100")
 
 
 def test_an_unreadable_checkpoint_is_one_line(trained_model, tmp_path):
