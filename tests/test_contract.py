@@ -21,6 +21,18 @@ def test_every_registered_model_has_a_contract_size():
     assert sorted(TINY) == registry.names()
 
 
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_building_a_model_runs_its_forward_pass_once_eagerly(name, monkeypatch):
+    # Keras would first trace call() symbolically to create the variables, doubling the cost of
+    # every model build (a paper-size one takes seconds).
+    cls, calls = registry.get(name), []
+    call = cls.call
+    monkeypatch.setattr(cls, "call", lambda self, *args, **kwargs: (
+        calls.append(tf.executing_eagerly()), call(self, *args, **kwargs))[1])
+    assert tiny_model(name).count_params() > 0
+    assert calls == [True]
+
+
 @pytest.fixture
 def policy(request):
     keras.mixed_precision.set_global_policy(request.param)
