@@ -31,11 +31,22 @@ def dense_model(multi30k_dir, tmp_path_factory):
     return run.model_dir, run
 
 
-def export(model_dir, export_dir, *flags):
-    name = "m" + str(abs(hash(flags)))
-    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
-                   f"--export_name={name}", *flags) == 0
-    return os.path.join(export_dir, name, "1")
+@pytest.fixture(scope="module")
+def export(dense_model, tmp_path_factory):
+    """export(*flags): the path of dense_model exported with `flags`, made once per module (a
+    TFLite conversion takes seconds; the tests only read the exports)."""
+    model_dir, run = dense_model
+    export_dir = str(tmp_path_factory.mktemp("exports"))
+    made = {("--beam_size=1",): run.saved_model}
+
+    def export(*flags):
+        if flags not in made:
+            name = f"m{len(made)}"
+            assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+                           f"--export_name={name}", *flags) == 0
+            made[flags] = os.path.join(export_dir, name, "1")
+        return made[flags]
+    return export
 
 
 def test_densenmt_overfits_multi30k_pairs_and_its_saved_model_translates(dense_model,
@@ -46,11 +57,11 @@ def test_densenmt_overfits_multi30k_pairs_and_its_saved_model_translates(dense_m
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
-def test_tflite_outputs_exactly_the_saved_model_ids(dense_model, multi30k_dir, tmp_path, beam_size):
+def test_tflite_outputs_exactly_the_saved_model_ids(dense_model, export, multi30k_dir, beam_size):
     model_dir, _ = dense_model
     flags = (f"--beam_size={beam_size}",)
-    lite = tflite.TFLiteTranslator(export(model_dir, tmp_path, "--format=tflite", *flags))
-    saved = SavedModelTranslator(export(model_dir, tmp_path, *flags))
+    lite = tflite.TFLiteTranslator(export("--format=tflite", *flags))
+    saved = SavedModelTranslator(export(*flags))
     sources = multi30k_lines(multi30k_dir, "en", 30, start=150) + multi30k_lines(
         multi30k_dir, "en", 10, start=5000) + [""]
     # The SavedModel's ids, recovered through the same in-graph tokenizer and translate_ids.
@@ -75,13 +86,11 @@ def test_tflite_outputs_exactly_the_saved_model_ids(dense_model, multi30k_dir, t
     assert lite_text[-1] == b""
 
 
-def test_the_standalone_reference_runner_reproduces_tfnmt_translate(dense_model, multi30k_dir,
-                                                                    tmp_path):
+def test_the_standalone_reference_runner_reproduces_tfnmt_translate(export, multi30k_dir):
     import subprocess
     import sys
     from conftest import REPO
-    model_dir, _ = dense_model
-    path = export(model_dir, tmp_path, "--format=tflite", "--beam_size=1")
+    path = export("--format=tflite", "--beam_size=1")
     sources = multi30k_lines(multi30k_dir, "en", 10, start=30) + [""]
     result = subprocess.run([sys.executable, os.path.join(REPO, "export", "tflite", "translate_tflite.py"),
                              path], input="\n".join(sources) + "\n", capture_output=True,
@@ -91,11 +100,10 @@ def test_the_standalone_reference_runner_reproduces_tfnmt_translate(dense_model,
                                                                  sources, 4)
 
 
-def test_quantised_tflite_agrees_on_most_sentences_and_is_smaller(dense_model, multi30k_dir, tmp_path):
-    model_dir, _ = dense_model
-    plain = export(model_dir, tmp_path, "--format=tflite", "--beam_size=1")
-    dynamic = export(model_dir, tmp_path, "--format=tflite", "--beam_size=1", "--quantize=dynamic")
-    half = export(model_dir, tmp_path, "--format=tflite", "--beam_size=1", "--quantize=float16")
+def test_quantised_tflite_agrees_on_most_sentences_and_is_smaller(export, multi30k_dir):
+    plain = export("--format=tflite", "--beam_size=1")
+    dynamic = export("--format=tflite", "--beam_size=1", "--quantize=dynamic")
+    half = export("--format=tflite", "--beam_size=1", "--quantize=float16")
     size = {p: os.path.getsize(os.path.join(p, tflite.MODEL_FILE)) for p in (plain, dynamic, half)}
     assert size[dynamic] < 0.4 * size[plain] and size[half] < 0.6 * size[plain], size
     with open(os.path.join(dynamic, tflite.INFO_FILE)) as f:
