@@ -77,15 +77,18 @@ def events(model_dir, tag):
     return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
 
 
-def overfit_multi30k(model_dir, multi30k_dir, *model_flags, steps=500, learning_rate=3e-3, pairs=200):
+def overfit_multi30k(model_dir, multi30k_dir, *model_flags, steps, learning_rate, pairs,
+                     intervals=4):
     """Trains on the first `pairs` Multi30k en-de pairs (no dropout, no smoothing, constant adam lr);
-    returns the logged training losses (mean over each 100 steps)."""
+    returns the logged training losses: the mean over each of `intervals` equal stretches."""
+    assert steps % intervals == 0, (steps, intervals)
     assert run_cli(
         "train", f"--model_dir={model_dir}", f"--data=text:{multi30k_dir}", "--valid_split=val",
-        f"--train_limit={pairs}", "--valid_limit=50", "--vocab_size=400", *model_flags,
+        f"--train_limit={pairs}", "--valid_limit=10", "--vocab_size=400", *model_flags,
         "--dropout=0", "--label_smoothing=0", f"--train_steps={steps}", "--batch_tokens=1024",
-        f"--learning_rate={learning_rate}", "--warmup_steps=0", "--log_every=100", f"--validate_every={steps}",
-        f"--save_every={steps}", "--bleu_sentences=0", "--evaluate_at_end=false") == 0
+        f"--learning_rate={learning_rate}", "--warmup_steps=0", f"--log_every={steps // intervals}",
+        f"--validate_every={steps}", f"--save_every={steps}", "--bleu_sentences=0",
+        "--evaluate_at_end=false") == 0
     return [loss for _, loss in events(model_dir, "train/loss")]
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import events, multi30k_lines, overfit_multi30k, run_cli, tiny_train_flags
-from contract import assert_incremental_equals_teacher_forcing
+from conftest import events, run_cli, tiny_train_flags
+from contract import assert_incremental_equals_teacher_forcing, overfit_export_and_compare
 from tfnmt.errors import CheckpointError, ConfigError
 from tfnmt.layers.aggregation import (STRATEGIES, Aggregation, LayerAggregation, LinearCombination,
                                       hierarchical_nodes)
@@ -386,27 +386,16 @@ def test_init_from_the_command_line(corpus, trained_model, tmp_path, capsys, cap
 
 
 # --- end to end ----------------------------------------------------------------------------------
-def test_hierarchical_with_diversity_overfits_multi30k_and_its_export_matches(multi30k_dir, tmp_path, capsys):
-    model_dir = str(tmp_path / "m")
-    losses = overfit_multi30k(model_dir, multi30k_dir, "--model=deep_transformer", "--encoder_layers=2",
-                              "--decoder_layers=2", "--d_model=64", "--ffn_dim=128", "--num_heads=4",
-                              "--encoder_aggregation=hierarchical", "--decoder_aggregation=hierarchical",
-                              "--diversity_weight=1", steps=400)
-    translation = [v for _, v in events(model_dir, "train/translation_loss")]
-    diversity = [v for _, v in events(model_dir, "train/diversity")]
-    # Nats per target token over steps 301-400, from 3.9 (0.49 seen); the objective is below it.
-    assert translation[-1] < 1.2 and translation[-1] < 0.4 * translation[0], translation
+def test_hierarchical_with_diversity_overfits_multi30k_and_its_export_matches(multi30k_dir, tmp_path):
+    # The translation loss falls from 4.7 to 0.19 nats per target token over steps 91-120 (below
+    # 1.2 is asserted); the objective, which subtracts the diversity, is below it.
+    run = overfit_export_and_compare(
+        str(tmp_path), multi30k_dir, "--model=deep_transformer", "--encoder_layers=2",
+        "--decoder_layers=2", "--d_model=64", "--ffn_dim=128", "--num_heads=4",
+        "--encoder_aggregation=hierarchical", "--decoder_aggregation=hierarchical",
+        "--diversity_weight=1", steps=120, learning_rate=3e-3, below=1.2,
+        tag="train/translation_loss")
+    diversity = [v for _, v in events(run.model_dir, "train/diversity")]
+    losses = [v for _, v in events(run.model_dir, "train/loss")]
     assert len(diversity) == 4 and all(0.0 <= d <= 1.0 for d in diversity), diversity
-    assert losses[-1] < translation[-1], (losses, translation)
-    export_dir = tmp_path / "e"
-    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}", "--beam_size=3") == 0
-    sources = tmp_path / "in.txt"
-    sources.write_text("\n".join(multi30k_lines(multi30k_dir, "en", 12)) + "\n", encoding="utf-8")
-    capsys.readouterr()
-    outputs = []
-    # The export decodes with the beam it was exported with.
-    for flags in ((f"--model_dir={model_dir}", "--beam_size=3"),
-                  (f"--saved_model={export_dir / 'deep_transformer' / '1'}",)):
-        assert run_cli("translate", *flags, f"--input={sources}") == 0
-        outputs.append(capsys.readouterr().out)
-    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 12
+    assert losses[-1] < run.losses[-1], (losses, run.losses)

@@ -9,14 +9,14 @@ from conftest import REPO, run_cli_subprocess
 
 @pytest.fixture(scope="module")
 def quickstart(multi30k_dir, tmp_path_factory):
-    """configs/quickstart.cfg, shortened to 200 steps, on the first 2,000 Multi30k pairs."""
+    """configs/quickstart.cfg, shortened to 100 steps, on the first 2,000 Multi30k pairs."""
     root = tmp_path_factory.mktemp("quickstart")
     model_dir = str(root / "model")
     env = dict(os.environ, TFNMT_MULTI30K_DIR=multi30k_dir)
     result = run_cli_subprocess(
         "train", f"--flagfile={os.path.join(REPO, 'configs', 'quickstart.cfg')}",
-        f"--model_dir={model_dir}", f"--tfds_data_dir={root / 'tfds'}", "--train_steps=200",
-        "--validate_every=100", "--save_every=100", "--evaluate_at_end=true", "--test_limit=30",
+        f"--model_dir={model_dir}", f"--tfds_data_dir={root / 'tfds'}", "--train_steps=100",
+        "--validate_every=50", "--save_every=50", "--evaluate_at_end=true", "--test_limit=30",
         timeout=900, env=env, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
     return model_dir, result, env, root

@@ -83,6 +83,12 @@ class Seq2SeqModel(keras.Model):
         memory = self.encode(inputs["source"], training=training)
         return self.decode(memory, inputs["target_in"], training=training)
 
+    def build(self, inputs_shape):
+        # Without a build() of its own, Keras traces call() symbolically to create the variables
+        # before the first real call, which then creates them anyway: the trace doubled the cost
+        # of building a model. Every layer still builds itself when first called.
+        pass
+
     def build_with_dummy_batch(self):
         """Creates all variables (before restoring a checkpoint or counting parameters)."""
         dummy = tf.constant([[4, 3]], tf.int32)
