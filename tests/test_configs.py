@@ -1,7 +1,6 @@
 """Every flagfile under configs/ parses, names a registered model with valid hyper-parameters,
 and has consistent training settings."""
 
-import dataclasses
 import glob
 import os
 
@@ -21,7 +20,9 @@ def test_config_builds_its_model(path, monkeypatch):
     monkeypatch.chdir(REPO)  # flagfiles include shared recipes by paths from the repository root
     from tfnmt.cli.flags import FLAGS
     from tfnmt.models import registry
-    from tfnmt.training.trainer import TrainOptions, check_options
+    from tfnmt.cli.flags import read
+    from tfnmt.training.options import TrainOptions
+    from tfnmt.training.trainer import check_options
     FLAGS.unparse_flags()
     FLAGS(["tfnmt", f"--flagfile={path}"])
     try:
@@ -30,8 +31,7 @@ def test_config_builds_its_model(path, monkeypatch):
         model = cls(100, 100, **hparams)
         model.build_with_dummy_batch()
         assert model.count_params() > 0
-        check_options(TrainOptions(**{f.name: FLAGS[f.name].value
-                                      for f in dataclasses.fields(TrainOptions)}))
+        check_options(read(TrainOptions))
     finally:
         FLAGS.unparse_flags()
 

@@ -10,6 +10,7 @@ from conftest import REPO
 # Lowest first; packages in one layer may not import each other.
 LAYERS = [
     {"errors", "ranges"},
+    {"options"},
     {"data", "evaluation"},
     {"layers", "objectives", "decoding"},
     {"models"},

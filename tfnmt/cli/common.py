@@ -1,14 +1,14 @@
 """What several commands need from the flags: the data spec, the decoding options, a model."""
 
-import dataclasses
 import os
 
 import keras
 from absl import logging
 
 from tfnmt import model_dir as model_dir_lib
-from tfnmt.cli.flags import FLAGS
+from tfnmt.cli.flags import FLAGS, read
 from tfnmt.data import sources
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError, DataError, OutputError
 from tfnmt.training import checkpoints
@@ -63,10 +63,11 @@ def splits(spec):
 
 
 def decode_options():
-    return dict(beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-                penalty_mode=FLAGS.length_penalty_mode, max_length_ratio=FLAGS.max_length_ratio,
-                max_length_offset=FLAGS.max_length_offset, max_decode_length=FLAGS.max_decode_length,
-                max_source_length=FLAGS.max_input_length, long_input=FLAGS.long_input)
+    o = read(DecodingOptions)
+    return dict(beam_size=o.beam_size, length_penalty=o.length_penalty,
+                penalty_mode=o.length_penalty_mode, max_length_ratio=o.max_length_ratio,
+                max_length_offset=o.max_length_offset, max_decode_length=o.max_decode_length,
+                max_source_length=o.max_input_length, long_input=o.long_input)
 
 
 def load_translator():
@@ -157,5 +158,5 @@ def translator_from_flags():
 
 def train_options():
     """The TrainOptions the flags give: what `train` trains with and `bench --bench=train` times."""
-    from tfnmt.training.trainer import TrainOptions
-    return TrainOptions(**{f.name: FLAGS[f.name].value for f in dataclasses.fields(TrainOptions)})
+    from tfnmt.training.options import TrainOptions
+    return read(TrainOptions)

@@ -8,7 +8,10 @@ data is loaded: `tfnmt VERB: error: --beam_size=0: must be an integer >= 1`.
 
 from absl import flags
 
+from tfnmt import options as tfnmt_options
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.models import registry
+from tfnmt.training.options import TrainOptions
 from tfnmt.ranges import NumberParser, Range
 
 FLAGS = flags.FLAGS
@@ -29,7 +32,8 @@ def _add(name):
 
 
 def _number(kind, name, default, bounds, help_text):
-    flags.DEFINE(NumberParser(kind, Range.parse(bounds)), name, default, help_text,
+    bounds = Range.parse(bounds) if isinstance(bounds, str) else bounds
+    flags.DEFINE(NumberParser(kind, bounds), name, default, help_text,
                  serializer=flags.ArgumentSerializer())
     _add(name)
 
@@ -55,6 +59,29 @@ def boolean(name, default, help_text):
 def enum(name, default, choices, help_text):
     flags.DEFINE_enum(name, default, choices, help_text)
     _add(name)
+
+
+def options(cls, only=None, skip=()):
+    """One flag per field of an options dataclass (tfnmt/options.py), in the current group:
+    the fields named in `only` (default all) but not in `skip`."""
+    for field, help_text, bounds, choices in tfnmt_options.declared(cls):
+        if (only is not None and field.name not in only) or field.name in skip:
+            continue
+        kind = tfnmt_options.kind(field)
+        if bounds is not None:
+            _number(kind, field.name, field.default, bounds, help_text)
+        elif choices:
+            enum(field.name, field.default, list(choices), help_text)
+        elif kind is bool:
+            boolean(field.name, field.default, help_text)
+        else:
+            string(field.name, field.default, help_text)
+
+
+def read(cls):
+    """The options dataclass `cls` as the parsed flags give it."""
+    return tfnmt_options.from_values(cls, {name: FLAGS[name].value
+                                           for name in tfnmt_options.names(cls)})
 
 
 # --- where things are --------------------------------------------------------------------------
@@ -91,48 +118,8 @@ string("model", None, "Registered model name (`tfnmt info` without --model lists
 
 # --- training -----------------------------------------------------------------------------------
 _group("training", "training")
-integer("train_steps", 10000, ">= 1", "Total optimizer steps; a resumed run continues to it.")
-integer("batch_tokens", 4096, ">= 0", "Tokens per batch (padding included); 0 to use --batch_size.")
-integer("batch_size", 0, ">= 0", "Sentences per batch (instead of --batch_tokens).")
-integer("accumulate_steps", 1, ">= 1", "Gradient accumulation: one optimizer step per N "
-        "batches, the loss averaged over all their target tokens.")
-integer("max_source_length", 100, ">= 1", "Longest source (subwords) kept for training.")
-integer("max_target_length", 100, ">= 1", "Longest target (subwords) kept for training.")
-integer("shuffle_buffer", 100_000, ">= 1", "Shuffle buffer, in sentence pairs.")
-# NumPy and SentencePiece take unsigned 32-bit seeds.
-integer("seed", 1234, "[0, 4294967295]", "Seed for initialisation, shuffling and SentencePiece.")
-enum("optimizer", "adam", ["adam", "nag", "adadelta"], "Optimizer.")
-real("learning_rate", 1e-3, "> 0", "Peak (adam) or initial (nag, adadelta) learning rate.")
-integer("warmup_steps", 4000, ">= 0", "Adam: linear warm-up steps before inverse-sqrt decay "
-        "(0 = constant).")
-real("adam_beta2", 0.98, "[0, 1)", "Adam beta_2.")
-real("momentum", 0.99, "[0, 1)", "NAG momentum.")
-real("clip_norm", 0.0, ">= 0", "Clip gradients to this global norm (0 = off).")
-real("lr_shrink", 0.1, "(0, 1]", "NAG: multiply the lr by this when validation loss rises.")
-real("lr_floor", 1e-4, ">= 0", "NAG: stop when the lr falls below this.")
-enum("lr_shrink_mode", "on_rise", ["on_rise", "after_first_rise"],
-     "NAG: on_rise shrinks the lr each time validation loss rises; after_first_rise "
-     "shrinks it at every validation once the loss has risen (ConvS2S, DenseNMT WMT14).")
-real("label_smoothing", 0.1, "[0, 1)", "Label smoothing of the cross-entropy.")
-enum("precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
-     "Keras dtype policy (mixed_float16 on GPUs).")
-integer("save_every", 1000, ">= 1", "Save a checkpoint every N steps.")
-integer("keep_checkpoints", 5, ">= 1", "Keep the last N checkpoints.")
-integer("keep_best", 5, ">= 1", "Keep the N best checkpoints by --best_metric.")
-enum("best_metric", "loss", ["loss", "bleu"],
-     "Validation metric that ranks the best checkpoints (best/, `average "
-     "--average_from=best`, `--checkpoint=best`): loss, or BLEU on --bleu_sentences.")
-integer("validate_every", 1000, ">= 1", "Validation loss and BLEU every N steps.")
-boolean("validate_per_epoch", False, "Validate (and run the NAG lr shrink) at the end of each "
-        "epoch of the training data instead of every --validate_every steps.")
-integer("log_every", 100, ">= 1", "Log loss, lr, throughput and the time left every N steps.")
-integer("bleu_sentences", 200, ">= 0", "Validation sentences translated for BLEU (0 = none).")
-boolean("jit_compile", False, "XLA-compile the training step.")
-boolean("deterministic", False, "Bit-reproducible training (TensorFlow op "
-        "determinism; slower). Without it only the data order is reproducible.")
-string("init_from", "", "Warm start a new run from this model directory or "
-       "checkpoint: weights with the same path and shape are loaded, the others are "
-       "initialised (ignored when --model_dir already has a checkpoint).")
+# Validation BLEU's tokenizer is declared with the training options and listed under scoring.
+options(TrainOptions, skip=("bleu_tokenize",))
 boolean("evaluate_at_end", True, "After training, score the test split with sacreBLEU.")
 enum("distribution", "none", ["none", "mirrored", "multi_worker"],
      "Data-parallel training on tf.distribute: none (one device), mirrored (every "
@@ -141,17 +128,7 @@ enum("distribution", "none", ["none", "mirrored", "multi_worker"],
 
 # --- decoding -----------------------------------------------------------------------------------
 _group("decoding", "decoding")
-integer("beam_size", 4, ">= 1", "Beam size (1 = greedy).")
-real("length_penalty", 0.6, ">= 0", "Length penalty exponent alpha (0 = none).")
-enum("length_penalty_mode", "gnmt", ["gnmt", "length"],
-     "gnmt: ((5+|y|)/6)^alpha; length: |y|^alpha (alpha 1 = average log-prob).")
-real("max_length_ratio", 1.5, ">= 0", "Decode at most ratio x source length + offset tokens.")
-integer("max_length_offset", 10, ">= 0", "See --max_length_ratio.")
-integer("max_decode_length", 256, ">= 1", "Hard cap on generated tokens.")
-integer("max_input_length", 1024, ">= 1", "Source subwords beyond this are cut, with a warning.")
-enum("long_input", "chunk", ["chunk", "error"],
-     "A source longer than the model's source window (conv_encoder's k̄): translate "
-     "it in chunks and join them, or stop with an error. Other models read any length.")
+options(DecodingOptions)
 
 _group("translation", "input and output")
 string("input", "-", "File to translate ('-' = stdin).")
@@ -174,9 +151,7 @@ real("server_timeout", 300.0, "> 0", "With --server: seconds to wait for one ans
 
 _group("evaluation", "scoring")
 boolean("lowercase", False, "Case-insensitive BLEU (the default is cased).")
-string("bleu_tokenize", "", "sacreBLEU tokenizer of BLEU ('' = sacreBLEU's default for "
-       "--target_lang: zh, ja-mecab, ko-mecab, else 13a): none, zh, 13a, intl, char, ja-mecab, "
-       "ko-mecab, spm, flores101, flores200.")
+options(TrainOptions, only=("bleu_tokenize",))
 string("length_buckets", "", "evaluate: also BLEU by source length in words, with "
        "these bucket edges, e.g. 10,20,30,40 ('' = off).")
 

@@ -8,7 +8,6 @@ newest checkpoint (model, optimizer, lr-schedule memory, data position) and cont
 batch after the last one trained.
 """
 
-import dataclasses
 import os
 
 import keras
@@ -25,40 +24,6 @@ from tfnmt.errors import CheckpointError, ConfigError, DataError
 from tfnmt.training import callbacks, distribution
 from tfnmt.training.checkpoints import Checkpoints, resolve_init_from, trackables, warm_start
 from tfnmt.training.optimizers import make_optimizer
-
-
-@dataclasses.dataclass
-class TrainOptions:
-    train_steps: int = 10000
-    batch_tokens: int = 4096
-    batch_size: int = 0
-    accumulate_steps: int = 1
-    max_source_length: int = 100
-    max_target_length: int = 100
-    shuffle_buffer: int = 100_000
-    seed: int = 1234
-    optimizer: str = "adam"
-    learning_rate: float = 1e-3
-    warmup_steps: int = 4000
-    adam_beta2: float = 0.98
-    momentum: float = 0.99
-    clip_norm: float = 0.0
-    lr_shrink: float = 0.1
-    lr_floor: float = 1e-4
-    lr_shrink_mode: str = "on_rise"
-    precision: str = "float32"
-    save_every: int = 1000
-    keep_checkpoints: int = 5
-    keep_best: int = 5
-    best_metric: str = "loss"
-    validate_every: int = 1000
-    validate_per_epoch: bool = False
-    log_every: int = 100
-    bleu_sentences: int = 200
-    bleu_tokenize: str = ""
-    jit_compile: bool = False
-    deterministic: bool = False
-    init_from: str = ""
 
 
 def check_options(o):

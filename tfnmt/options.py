@@ -1,0 +1,65 @@
+"""Options declared once: a dataclass field carries its default, help and allowed values, and the
+command line's flags are generated from the fields (cli/flags.py), so that a default is written
+in one place and a numeric range is checked where the flag is parsed.
+
+    @dataclasses.dataclass(frozen=True)
+    class DecodingOptions:
+        beam_size: int = option(4, "Beam size (1 = greedy).", bounds=">= 1")
+
+`bounds` is a tfnmt/ranges.py range for an int or float field; `choices` the allowed strings of a
+str field. `check(instance)` holds values built in code (not parsed from flags) to the same
+declarations, so a library caller gets the error a flag would give.
+"""
+
+import dataclasses
+
+from tfnmt.errors import ConfigError
+from tfnmt.ranges import Range
+
+
+def option(default, help, *, bounds=None, choices=None):
+    """A dataclass field with its help and, for a number, its range (`bounds`) or, for a string,
+    its `choices`."""
+    if bounds is not None:
+        Range.parse(bounds)  # a malformed range fails when the class is defined
+    return dataclasses.field(default=default, metadata={"help": help, "bounds": bounds,
+                                                        "choices": tuple(choices or ())})
+
+
+def declared(cls):
+    """[(field, help, Range or None, choices)] of an options dataclass, in declaration order."""
+    out = []
+    for field in dataclasses.fields(cls):
+        meta = field.metadata
+        if "help" not in meta:
+            raise TypeError(f"{cls.__name__}.{field.name} is not declared with option()")
+        bounds = Range.parse(meta["bounds"]) if meta["bounds"] else None
+        out.append((field, meta["help"], bounds, meta["choices"]))
+    return out
+
+
+def kind(field):
+    """The Python type of a field (its annotation may be a string under postponed evaluation)."""
+    names = {"int": int, "float": float, "str": str, "bool": bool}
+    return names.get(field.type, field.type) if isinstance(field.type, str) else field.type
+
+
+def check(instance):
+    """Raises ConfigError naming the first value outside its declaration, as `--name=value`."""
+    for field, _, bounds, choices in declared(type(instance)):
+        value = getattr(instance, field.name)
+        if bounds is not None and value not in bounds:
+            raise ConfigError(f"--{field.name}={value}: must be {bounds.describe(kind(field))}")
+        if choices and value not in choices:
+            raise ConfigError(f"--{field.name}={value!r}: choose one of {', '.join(choices)}")
+    return instance
+
+
+def names(cls):
+    return [field.name for field in dataclasses.fields(cls)]
+
+
+def from_values(cls, values):
+    """An instance of `cls` from a mapping holding at least its field names (e.g. absl FLAGS
+    via `{name: FLAGS[name].value}`), checked."""
+    return check(cls(**{field.name: values[field.name] for field in dataclasses.fields(cls)}))

@@ -1,0 +1,84 @@
+"""What `tfnmt train` trains with: every training option and its default, declared once.
+The training flags are generated from these fields (cli/flags.py); `bench --bench=train` times
+the step these options give. Cross-field rules live in trainer.check_options."""
+
+import dataclasses
+
+from tfnmt.options import option
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+    train_steps: int = option(
+        10_000, 'Total optimizer steps; a resumed run continues to it.',
+        bounds='>= 1')
+    batch_tokens: int = option(
+        4096, 'Tokens per batch (padding included); 0 to use --batch_size.',
+        bounds='>= 0')
+    batch_size: int = option(0, 'Sentences per batch (instead of --batch_tokens).', bounds='>= 0')
+    accumulate_steps: int = option(
+        1, 'Gradient accumulation: one optimizer step per N batches, the loss averaged over all '
+        'their target tokens.',
+        bounds='>= 1')
+    max_source_length: int = option(
+        100, 'Longest source (subwords) kept for training.',
+        bounds='>= 1')
+    max_target_length: int = option(
+        100, 'Longest target (subwords) kept for training.',
+        bounds='>= 1')
+    shuffle_buffer: int = option(100_000, 'Shuffle buffer, in sentence pairs.', bounds='>= 1')
+    # NumPy and SentencePiece take unsigned 32-bit seeds.
+    seed: int = option(
+        1234, 'Seed for initialisation, shuffling and SentencePiece.',
+        bounds='[0, 4294967295]')
+    optimizer: str = option('adam', 'Optimizer.', choices=('adam', 'nag', 'adadelta'))
+    learning_rate: float = option(
+        0.001, 'Peak (adam) or initial (nag, adadelta) learning rate.',
+        bounds='> 0')
+    warmup_steps: int = option(
+        4000, 'Adam: linear warm-up steps before inverse-sqrt decay (0 = constant).',
+        bounds='>= 0')
+    adam_beta2: float = option(0.98, 'Adam beta_2.', bounds='[0, 1)')
+    momentum: float = option(0.99, 'NAG momentum.', bounds='[0, 1)')
+    clip_norm: float = option(0.0, 'Clip gradients to this global norm (0 = off).', bounds='>= 0')
+    lr_shrink: float = option(
+        0.1, 'NAG: multiply the lr by this when validation loss rises.',
+        bounds='(0, 1]')
+    lr_floor: float = option(0.0001, 'NAG: stop when the lr falls below this.', bounds='>= 0')
+    lr_shrink_mode: str = option(
+        'on_rise', 'NAG: on_rise shrinks the lr each time validation loss rises; after_first_rise '
+        'shrinks it at every validation once the loss has risen (ConvS2S, DenseNMT WMT14).',
+        choices=('on_rise', 'after_first_rise'))
+    label_smoothing: float = option(0.1, 'Label smoothing of the cross-entropy.', bounds='[0, 1)')
+    precision: str = option(
+        'float32', 'Keras dtype policy (mixed_float16 on GPUs).',
+        choices=('float32', 'mixed_float16', 'mixed_bfloat16'))
+    save_every: int = option(1000, 'Save a checkpoint every N steps.', bounds='>= 1')
+    keep_checkpoints: int = option(5, 'Keep the last N checkpoints.', bounds='>= 1')
+    keep_best: int = option(5, 'Keep the N best checkpoints by --best_metric.', bounds='>= 1')
+    best_metric: str = option(
+        'loss', 'Validation metric that ranks the best checkpoints (best/, `average '
+        '--average_from=best`, `--checkpoint=best`): loss, or BLEU on --bleu_sentences.',
+        choices=('loss', 'bleu'))
+    validate_every: int = option(1000, 'Validation loss and BLEU every N steps.', bounds='>= 1')
+    validate_per_epoch: bool = option(
+        False, 'Validate (and run the NAG lr shrink) at the end of each epoch of the training data '
+        'instead of every --validate_every steps.')
+    log_every: int = option(
+        100, 'Log loss, lr, throughput and the time left every N steps.',
+        bounds='>= 1')
+    bleu_sentences: int = option(
+        200, 'Validation sentences translated for BLEU (0 = none).',
+        bounds='>= 0')
+    jit_compile: bool = option(False, 'XLA-compile the training step.')
+    deterministic: bool = option(
+        False, 'Bit-reproducible training (TensorFlow op determinism; slower). Without it only the '
+        'data order is reproducible.')
+    init_from: str = option(
+        '', 'Warm start a new run from this model directory or checkpoint: weights with the same '
+        'path and shape are loaded, the others are initialised (ignored when --model_dir '
+        'already has a checkpoint).')
+    bleu_tokenize: str = option(
+        "", "sacreBLEU tokenizer of BLEU ('' = sacreBLEU's default for --target_lang: zh, "
+        "ja-mecab, ko-mecab, else 13a): none, zh, 13a, intl, char, ja-mecab, ko-mecab, spm, "
+        "flores101, flores200.")
