@@ -5,6 +5,7 @@ setup(
     version="0.1.0",
     description="Neural machine translation research architectures on TensorFlow 2 / Keras 3",
     packages=find_packages(include=["tfnmt", "tfnmt.*"]),
+    package_data={"tfnmt.serving": ["demo.html"]},
     python_requires=">=3.10",
     install_requires=[
         "tensorflow==2.21.0",
@@ -22,6 +23,7 @@ setup(
     ],
     # BLEU on Japanese / Korean targets tokenises with MeCab (sacreBLEU's ja-mecab, ko-mecab).
     extras_require={"ja": ["sacrebleu[ja]==2.6.0"], "ko": ["sacrebleu[ko]==2.6.0"],
-                    "test": ["pytest>=8", "sacrebleu[ja,ko]==2.6.0"]},
+                    # The demo page's browser test drives the system's Chromium (.ci/run installs it).
+                    "test": ["pytest>=8", "sacrebleu[ja,ko]==2.6.0", "selenium>=4.20"]},
     entry_points={"console_scripts": ["tfnmt=tfnmt.cli.main:run"]},
 )

@@ -555,3 +555,77 @@ def test_floats_are_written_as_tf_serving_writes_them():
                                                  "555557.5", "-2.31", "-1.23456776"]
     assert [format_float(v) for v in (float("nan"), float("inf"), -float("inf"))] == ["NaN", "Infinity", "-Infinity"]
     assert all(np.float32(format_float(v)) == np.float32(v) for v in np.random.default_rng(0).normal(size=200))
+
+
+# --- the demo page -------------------------------------------------------------------------------
+def _browser():
+    """Headless Chromium driven by Selenium, from the system's packages (no browser download)."""
+    chromium = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))),
+                    None)
+    driver = shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("no Chromium and chromedriver on PATH (Debian: apt-get install chromium "
+                    "chromium-driver; .ci/run installs them)")
+    from selenium import webdriver
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--window-size=1100,700"):
+        options.add_argument(argument)
+    return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver))
+
+
+def test_the_demo_page_translates_as_you_type_with_every_served_model(server, trained_model, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    sentences = ["the red dog sees a bird", "a cat"]
+    expected = {"tiny": _in_process(trained_model, 3, sentences)[0],
+                "greedy": _in_process(trained_model, 1, sentences)[0]}
+    browser = _browser()
+    try:
+        browser.get(f"{server}/")
+        wait = WebDriverWait(browser, 60)
+        wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "div.model")) == 2)
+        browser.find_element(By.ID, "source").send_keys("\n".join(sentences))
+
+        def shown(b):
+            columns = {c.get_attribute("data-model"): c for c in b.find_elements(By.CSS_SELECTOR, "div.model")}
+            texts = {name: [li.get_attribute("textContent")
+                            for li in c.find_elements(By.CSS_SELECTOR, "li.translation")]
+                     for name, c in columns.items()}
+            return texts if all(len(t) == len(sentences) for t in texts.values()) else None
+
+        assert wait.until(shown) == expected
+        for column in browser.find_elements(By.CSS_SELECTOR, "div.model"):
+            title = column.find_element(By.TAG_NAME, "h2").text
+            assert re.fullmatch(rf"{column.get_attribute('data-model')} \(version 1\) \d+ ms", title), title
+        # A model exported without an alignments signature offers no heatmap.
+        assert not browser.find_elements(By.CSS_SELECTOR, "li.pickable")
+        shot = os.environ.get("TFNMT_DEMO_SCREENSHOT") or str(tmp_path / "demo.png")
+        assert browser.save_screenshot(shot)
+    finally:
+        browser.quit()
+    assert open(shot, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_demo_page_lists_the_served_models_and_can_be_turned_off(exports):
+    base, _ = exports
+    manager = ModelManager(export_dir=base)
+    manager.start(0)
+    try:
+        status, answer = _wsgi(RestApi(manager), "GET", "/demo/models")
+        assert status == 200
+        assert answer == {"models": [
+            {"name": name, "version": 1, "signatures": ["serving_default"], "alignments": False}
+            for name in ("greedy", "tiny")]}
+        status, answer = _wsgi(RestApi(manager, demo=False), "GET", "/demo/models")
+        assert status == 404 and "the REST API is under /v1/models/" in answer["error"]
+    finally:
+        manager.close()
+    page = {}
+    body = RestApi(manager)({"REQUEST_METHOD": "GET", "PATH_INFO": "/"},
+                            lambda status, headers: page.update(status=status, headers=dict(headers)))
+    assert page["status"] == "200 OK" and page["headers"]["Content-Type"].startswith("text/html")
+    html = b"".join(body).decode()
+    # It works offline: nothing is loaded from another host.
+    assert "/demo/models" in html and not re.search(r"(src|href)=\"?(https?:)?//", html)

@@ -196,6 +196,8 @@ integer("max_enqueued_batches", 100, ">= 1", "tfnmt serve: batches that may wait
 integer("max_request_bytes", 1 << 20, ">= 1", "tfnmt serve: largest request body (400 beyond).")
 integer("max_sentences_per_request", 256, ">= 1", "tfnmt serve: most sentences in one request "
         "(400 beyond).")
+boolean("no_demo", False, "tfnmt serve: do not serve the demo page (GET /, a text box and "
+        "one column of translations per served model).")
 integer("max_sentence_chars", 2000, ">= 1", "tfnmt serve: longest sentence, in characters "
         "(400 beyond).")
 

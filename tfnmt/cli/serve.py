@@ -46,7 +46,7 @@ def run():
     app = RestApi(manager, max_request_bytes=FLAGS.max_request_bytes,
                   max_sentences=FLAGS.max_sentences_per_request,
                   max_sentence_chars=FLAGS.max_sentence_chars,
-                  timeout_seconds=FLAGS.rest_api_timeout_in_ms / 1000)
+                  timeout_seconds=FLAGS.rest_api_timeout_in_ms / 1000, demo=not FLAGS.no_demo)
     try:
         server = server_lib.create(app, FLAGS.rest_api_host, FLAGS.rest_api_port,
                                    FLAGS.rest_api_num_threads, FLAGS.max_request_bytes)
@@ -58,5 +58,7 @@ def run():
     logging.info("batching: %s", batching or "off")
     # One line on stdout that scripts (and the tests) wait for.
     print(f"tfnmt serve: {', '.join(manager.names())} at {url}/v1/models/", flush=True)
+    if not FLAGS.no_demo:
+        logging.info("demo page: %s/", url)
     sys.stdout.flush()
     server_lib.run_until_stopped(server, on_stop=[manager.close])

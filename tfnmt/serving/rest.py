@@ -5,6 +5,9 @@ util/json_tensor.cc, model_servers/http_server.cc of tensorflow/serving describe
     GET  /v1/models/NAME[/versions/V]/metadata     signature defs
     POST /v1/models/NAME[/versions/V]:predict      {"instances": [...]} or {"inputs": ...}
 
+and, unless turned off (`tfnmt serve --no_demo`), a demo page (tfnmt/serving/demo.html) at
+`GET /` with the list of served models it reads at `GET /demo/models`.
+
 Errors are `{"error": "MESSAGE"}` with TF Serving's status: 400 for a malformed request
 (bad JSON, JSON strings that are not text, unknown signature, wrong input, over this server's
 limits on sentences), 413 for a body over --max_request_bytes, 404 for an unknown model or
@@ -15,6 +18,7 @@ TF Serving's where it has one for the case, and name the item and the flag conce
 import base64
 import json
 import math
+import os
 import re
 import time
 
@@ -34,6 +38,7 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"
             500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
             504: "Gateway Timeout"}
 _INT64_MAX = (1 << 63) - 1
+DEMO_PAGE = os.path.join(os.path.dirname(__file__), "demo.html")
 
 
 # --- JSON as TF Serving writes it ------------------------------------------------------------
@@ -250,8 +255,9 @@ class RestApi:
     """The WSGI application. Limits bound the work one request may ask for."""
 
     def __init__(self, manager, *, max_request_bytes=1 << 20, max_sentences=256,
-                 max_sentence_chars=2000, timeout_seconds=30.0):
+                 max_sentence_chars=2000, timeout_seconds=30.0, demo=True):
         self.manager = manager
+        self.demo = demo
         self.max_request_bytes = max_request_bytes
         self.max_sentences = max_sentences
         self.max_sentence_chars = max_sentence_chars
@@ -260,8 +266,13 @@ class RestApi:
     def __call__(self, environ, start_response):
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
         start = time.perf_counter()
+        content_type = "application/json"
         try:
-            status, body = 200, self._dispatch(method, path, environ)
+            status = 200
+            if self.demo and method == "GET" and path in ("/", "/demo/models"):
+                content_type, body = self._demo(path)
+            else:
+                body = self._dispatch(method, path, environ)
         except ServingError as e:
             status, body = e.http_status, error_body(e.message)
         except Exception as e:  # a bug must not take the server down; report it as TF Serving would
@@ -269,10 +280,26 @@ class RestApi:
             status, body = 500, error_body(f"{type(e).__name__}: {e}")
         data = body.encode("utf-8")
         start_response(f"{status} {_REASONS.get(status, 'Error')}",
-                       [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+                       [("Content-Type", content_type), ("Content-Length", str(len(data)))])
         if status != 200:
             logging.info("%s %s -> %d (%.0f ms)", method, path, status, 1000 * (time.perf_counter() - start))
         return [data]
+
+    def _demo(self, path):
+        """(content type, body) of the demo page or of its list of served models."""
+        if path == "/":
+            with open(DEMO_PAGE, encoding="utf-8") as f:
+                return "text/html; charset=utf-8", f.read()
+        models = []
+        for name in self.manager.names():
+            try:
+                servable = self.manager.get(name)
+            except ServingError:  # unloaded since names() was read
+                continue
+            signatures = sorted(n for n in servable.signature_defs if not n.startswith("__"))
+            models.append({"name": name, "version": servable.version, "signatures": signatures,
+                           "alignments": "alignments" in signatures})
+        return "application/json", json.dumps({"models": models}, ensure_ascii=False)
 
     def _dispatch(self, method, path, environ):
         if not re.fullmatch(r"/v1/.*", path, re.IGNORECASE):
