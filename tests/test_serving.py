@@ -23,6 +23,7 @@ from tfnmt.serving import server as server_lib
 from tfnmt.serving.batching import Batcher
 from tfnmt.serving.client import ServerError, ServingClient, load_test
 from tfnmt.serving.models import ModelManager
+from tfnmt.serving.options import BatchingOptions
 from tfnmt.serving.rest import RestApi, format_float
 from tfnmt.serving.status import ServingError
 from tfnmt.training import checkpoints
@@ -255,7 +256,8 @@ def test_unknown_model_and_version_status_are_404(server):
 
 def test_loopback_load_with_batching_has_no_errors(server):
     client = ServingClient(server, "tiny", retries=0)
-    result = load_test(client, [s for s in SENTENCES if s], clients=4, seconds=3.0)
+    result = load_test(client, [s for s in SENTENCES if s], clients=4, seconds=3.0,
+                       sentences_per_request=1)
     assert result["errors"] == 0, result
     assert result["requests"] >= 4 and result["latency_ms_p99"] >= result["latency_ms_p50"] > 0
 
@@ -527,7 +529,8 @@ def test_batcher_merges_concurrent_requests_and_splits_large_ones():
         time.sleep(0.01)
         return {"out": np.array([s.upper() for s in batch]), "n": np.arange(len(batch))}
 
-    batcher = Batcher(run, max_batch_size=4, batch_timeout_micros=200_000, max_enqueued_batches=4)
+    batcher = Batcher(run, BatchingOptions(max_batch_size=4, batch_timeout_micros=200_000,
+                                           max_enqueued_batches=4))
     results = {}
 
     def client(i):
