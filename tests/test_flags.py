@@ -88,10 +88,17 @@ def test_every_numeric_hyper_parameter_has_a_range():
      "--d_model would be ignored: `tfnmt translate` does not read it (train, info, bench do)"),
     (["translate", "--saved_model=X", "--beam_size=3"],
      "--beam_size would be ignored: `tfnmt translate` reads it only with a checkpoint"),
-    (["translate", "--server=http://localhost:1", "--model=m", "--max_input_length=9"],
+    (["translate", "--server=http://localhost:1", "--served_model=m", "--max_input_length=9"],
      "--max_input_length would be ignored: `tfnmt translate` reads it only with a checkpoint"),
-    (["translate", "--model_dir=M", "--model=transformer"],
-     "--model would be ignored: `tfnmt translate` reads it only with --server"),
+    (["translate", "--model_dir=M", "--served_model=transformer"],
+     "--served_model would be ignored: `tfnmt translate` reads it only with --server"),
+    # --model names an architecture; the served model's name has its own flag.
+    (["translate", "--server=http://localhost:1", "--model=m"],
+     "--model names an architecture, not a served model: name the served model with "
+     "--served_model"),
+    (["bench", "--bench=serve", "--export_dir=E", "--model=m"],
+     "--model names an architecture, not a served model: name the served model with "
+     "--served_model"),
     (["export", "--model_dir=M", "--export_dir=E", "--train_steps=5"],
      "--train_steps would be ignored: `tfnmt export` does not read it"),
     (["vocab", "--model_dir=M", "--nojoint_vocab", "--learning_rate=1"],

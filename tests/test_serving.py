@@ -135,7 +135,7 @@ def test_translate_through_the_server_equals_translate_in_process(server, traine
     assert run_cli("translate", f"--model_dir={trained_model}", "--beam_size=3",
                    f"--input={source}", "--decode_batch_size=4") == 0
     local = capsys.readouterr().out.split("\n")
-    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+    assert run_cli("translate", f"--server={server}", "--served_model=tiny", f"--input={source}",
                    "--decode_batch_size=4") == 0
     captured = capsys.readouterr()
     remote = captured.out.split("\n")
@@ -287,7 +287,7 @@ def test_translate_through_the_server_cuts_an_over_long_line_and_names_its_line(
     lines = ["a cat", "big house", "the old man runs", long, "small tree", "a big red car"]
     source, output = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("\n".join(lines) + "\n")
-    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+    assert run_cli("translate", f"--server={server}", "--served_model=tiny", f"--input={source}",
                    f"--output={output}", "--decode_batch_size=2") == 0
     err = capsys.readouterr().err
     assert f"{source}:4: {len(long)} characters; only the first 200 are translated" in err, err
@@ -297,7 +297,7 @@ def test_translate_through_the_server_cuts_an_over_long_line_and_names_its_line(
     # Line 4 is translated as its first 200 characters, cut at a word boundary, would be.
     cut = long[:200].rsplit(" ", 1)[0]
     source.write_text("\n".join(lines[:3] + [cut] + lines[4:]) + "\n")
-    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+    assert run_cli("translate", f"--server={server}", "--served_model=tiny", f"--input={source}",
                    f"--output={output}", "--decode_batch_size=2") == 0
     assert output.read_text().split("\n") == translations
     assert "characters; only the first" not in capsys.readouterr().err
@@ -343,7 +343,7 @@ def test_translate_says_once_that_it_retries_while_the_server_is_unreachable(tmp
         timer = threading.Timer(1.2, lambda: started.append(StandInServer(port)))
         timer.start()
         try:
-            assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--model=tiny",
+            assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--served_model=tiny",
                            f"--input={source}", f"--output={output}") == 0
         finally:
             timer.join()
@@ -361,7 +361,7 @@ def test_translate_keeps_what_the_server_translated_before_it_went_away(tmp_path
     source, output = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("\n".join(lines) + "\n")
     stand_in = StandInServer(answers=2)
-    assert run_cli("translate", f"--server={stand_in.url}", "--model=tiny", f"--input={source}",
+    assert run_cli("translate", f"--server={stand_in.url}", "--served_model=tiny", f"--input={source}",
                    f"--output={output}", "--decode_batch_size=2", "--server_retries=1") == 2
     assert stand_in.requests == [["a", "bb"], ["ccc", "dddd"]]
     assert output.read_text() == "A\nBB\nCCC\nDDDD\n"
@@ -458,7 +458,7 @@ def test_client_retries_connection_errors_a_bounded_number_of_times(capsys):
         with pytest.raises(ServerError, match="cannot connect .* after 2 retries"):
             client.predict(["a"])
         assert time.time() - start >= 0.05 + 0.1
-        assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--model=tiny",
+        assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--served_model=tiny",
                        "--server_retries=0", f"--input={os.path.join(REPO, 'setup.py')}") == 2
     assert "cannot connect" in capsys.readouterr().err
 

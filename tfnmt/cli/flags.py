@@ -94,8 +94,7 @@ options(VocabOptions)
 
 # --- the model ------------------------------------------------------------------------------------
 _group("model", "model (the architecture of a new model)")
-string("model", None, "Registered model name (`tfnmt info` without --model lists them); with "
-       "--server, the served model's name.")
+string("model", None, "Registered model name (`tfnmt info` without --model lists them).")
 
 # --- training -----------------------------------------------------------------------------------
 _group("training", "training")

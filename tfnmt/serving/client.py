@@ -54,7 +54,7 @@ class ServingClient:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"--server must be an http:// or https:// URL, not {url!r}")
         if not model:
-            raise ConfigError("--server needs --model, the served model's name")
+            raise ConfigError("--server needs --served_model, the served model's name")
         self.base = url.rstrip("/")
         self.model = model
         self.version = version

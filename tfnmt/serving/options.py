@@ -53,8 +53,11 @@ class BatchingOptions:
 class ClientOptions:
     """How `translate`, `evaluate`, `distill` and `bench --bench=serve` reach a served model."""
     server: str = option("", "Translate through TF Serving or `tfnmt serve` at this URL "
-                         "(http://HOST:8501) instead of a local model; --model names the "
-                         "served model.")
+                         "(http://HOST:8501) instead of a local model; --served_model names "
+                         "the served model.")
+    served_model: str = option(
+        "", "With --server: the served model's name (NAME in the export's DIR/NAME/VERSION, or "
+        "a name in models.config).")
     model_version: int = option(
         0, "With --server: the served version to ask for (0 = the newest).", bounds=">= 0")
     server_retries: int = option(
