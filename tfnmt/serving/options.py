@@ -33,7 +33,7 @@ class ServeOptions:
     enable_batching: bool = option(
         True, "tfnmt serve: merge concurrent requests into batches.")
     batching_parameters_file: str = option(
-        "", "tfnmt serve: TF Serving batching parameters (export/tf_serving/batching.config); "
+        "", "tfnmt serve: TF Serving batching parameters (deploy/tf_serving/batching.config); "
         "its values override the batching flags below.")
 
 
