@@ -179,8 +179,10 @@ def bench_serve():
     import os
     import tempfile
 
+    from tfnmt import options
     from tfnmt.serving import server as server_lib
     from tfnmt.serving.client import ServingClient, load_test
+    from tfnmt.serving.options import BatchingOptions
     from tfnmt.serving.models import version_dirs
     def measure(url, label):
         client = ServingClient(url, FLAGS.served_model, FLAGS.model_version, retries=0,
@@ -204,8 +206,7 @@ def bench_serve():
         raise ConfigError("no sentences to send")
     results = []
     batching = [f"--{n}={FLAGS[n].value}" for n in
-                ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches",
-                 "rest_api_num_threads")]
+                (*options.names(BatchingOptions), "rest_api_num_threads")]
     for enabled in (True, False):
         with tempfile.NamedTemporaryFile(suffix=".log") as log:
             process, url = server_lib.spawn(
