@@ -156,6 +156,7 @@ def test_verb_help_lists_only_what_the_verb_reads_with_defaults_and_ranges(capsy
     assert run_cli("serve", "--help") == 0
     text = words()
     assert "[default 8501; an integer in [0, 65535]]" in text and "--d_model" not in text
+    assert " --batching_parameters_file tfnmt serve: " in text  # a name filling its column
 
 
 def test_tfnmt_help_lists_the_verbs_one_line_each(capsys):

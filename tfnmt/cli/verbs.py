@@ -196,7 +196,7 @@ def _value(value):
 
 def _flag_help(name, text):
     """`  --name   text`, wrapped to 100 columns under a 28-column name field."""
-    lead = f"  {name}".ljust(28)
+    lead = f"  {name} ".ljust(28)
     if len(lead) > 28:
         return "\n".join([lead.rstrip()] + textwrap.wrap(text, 100, initial_indent=" " * 28,
                                                          subsequent_indent=" " * 28))
