@@ -65,8 +65,10 @@ def _read(path, message):
     try:
         text_format.Parse(text, message)
     except text_format.ParseError as e:
-        # str(e) is "LINE:COLUMN : message", which names the place once the path precedes it.
-        raise ConfigError(f"{path}:{str(e).replace(' : ', ': ', 1)}") from None
+        if e.GetLine() is None:
+            raise ConfigError(f"{path}: {e}") from None
+        # str(e) is "LINE:COLUMN : message".
+        raise ConfigError(f"{path}:{e.GetLine()}:{e.GetColumn()}: {str(e).split(' : ', 1)[-1]}") from None
     return message
 
 
