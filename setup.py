@@ -11,6 +11,7 @@ setup(
         "tensorflow==2.21.0",
         "keras==3.15.1",
         "tensorflow-text==2.21.1",
+        "tensorflow-serving-api==2.21.0",  # TF Serving's config messages (serving/config.py)
         "tensorflow-datasets==4.9.10",
         "sacrebleu==2.6.0",
         "absl-py>=2.1",

@@ -48,7 +48,7 @@ def file_in_the_way(tmp_path):
 
 
 @pytest.mark.parametrize("backend", [["--model_dir=/nonexistent"], ["--saved_model=/nonexistent"],
-                                     ["--server=http://127.0.0.1:9", "--model=m", "--server_retries=0"]])
+                                     ["--server=http://127.0.0.1:9", "--served_model=m", "--server_retries=0"]])
 def test_a_bad_output_path_fails_before_the_model_is_loaded(backend, tmp_path, file_in_the_way, capsys):
     source = tmp_path / "in.txt"
     source.write_text("the dog\n")

@@ -88,10 +88,17 @@ def test_every_numeric_hyper_parameter_has_a_range():
      "--d_model would be ignored: `tfnmt translate` does not read it (train, info, bench do)"),
     (["translate", "--saved_model=X", "--beam_size=3"],
      "--beam_size would be ignored: `tfnmt translate` reads it only with a checkpoint"),
-    (["translate", "--server=http://localhost:1", "--model=m", "--max_input_length=9"],
+    (["translate", "--server=http://localhost:1", "--served_model=m", "--max_input_length=9"],
      "--max_input_length would be ignored: `tfnmt translate` reads it only with a checkpoint"),
-    (["translate", "--model_dir=M", "--model=transformer"],
-     "--model would be ignored: `tfnmt translate` reads it only with --server"),
+    (["translate", "--model_dir=M", "--served_model=transformer"],
+     "--served_model would be ignored: `tfnmt translate` reads it only with --server"),
+    # --model names an architecture; the served model's name has its own flag.
+    (["translate", "--server=http://localhost:1", "--model=m"],
+     "--model names an architecture, not a served model: name the served model with "
+     "--served_model"),
+    (["bench", "--bench=serve", "--export_dir=E", "--model=m"],
+     "--model names an architecture, not a served model: name the served model with "
+     "--served_model"),
     (["export", "--model_dir=M", "--export_dir=E", "--train_steps=5"],
      "--train_steps would be ignored: `tfnmt export` does not read it"),
     (["vocab", "--model_dir=M", "--nojoint_vocab", "--learning_rate=1"],
@@ -149,6 +156,7 @@ def test_verb_help_lists_only_what_the_verb_reads_with_defaults_and_ranges(capsy
     assert run_cli("serve", "--help") == 0
     text = words()
     assert "[default 8501; an integer in [0, 65535]]" in text and "--d_model" not in text
+    assert " --batching_parameters_file tfnmt serve: " in text  # a name filling its column
 
 
 def test_tfnmt_help_lists_the_verbs_one_line_each(capsys):

@@ -7,17 +7,38 @@ import pytest
 
 from tfnmt import options
 from tfnmt.cli import flags as flag_defs
+from tfnmt.cli.options import (AverageOptions, BenchOptions, ExportedModelOptions,
+                               ModelDirOptions, TrainRunOptions, TranslationOptions)
+from tfnmt.data.options import DataOptions, VocabOptions
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
+from tfnmt.evaluation.options import ScoringOptions
+from tfnmt.export.options import ExportOptions
+from tfnmt.serving.options import BatchingOptions, ClientOptions, ServeOptions
 from tfnmt.training.options import TrainOptions
 
+DECLARED = [TrainOptions, DecodingOptions, DataOptions, VocabOptions, ScoringOptions,
+            ExportOptions, ServeOptions, BatchingOptions, ClientOptions, ModelDirOptions,
+            TrainRunOptions, TranslationOptions, ExportedModelOptions, AverageOptions,
+            BenchOptions]
 
-@pytest.mark.parametrize("cls", [TrainOptions, DecodingOptions])
+
+@pytest.mark.parametrize("cls", DECLARED)
 def test_every_field_is_a_flag_with_its_default_and_help(cls):
-    for field, help_text, _, _ in options.declared(cls):
+    for field, help_text, bounds, _ in options.declared(cls):
         flag = flag_defs.FLAGS[field.name]
         assert flag.default == field.default, field.name
         assert flag.help.endswith(help_text), field.name  # an enum's help starts with its choices
+        assert getattr(flag.parser, "range", None) == bounds, field.name
+
+
+def test_every_flag_is_declared_once_in_an_options_class():
+    """Only the model's flags (its name and the registered models' hyper-parameters) are
+    declared elsewhere; no field name is declared by two classes."""
+    fields = [name for cls in DECLARED for name in options.names(cls)]
+    assert len(fields) == len(set(fields))
+    defined = {name for names in flag_defs.GROUPS.values() for name in names}
+    assert defined - set(fields) == {"model", *flag_defs.HPARAM_NAMES}
 
 
 def test_a_flag_refuses_a_value_outside_the_declared_range():

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from conftest import REPO, run_cli
 from tfnmt import model_dir as model_dir_lib
+from tfnmt import options
 from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
 from tfnmt.serving import config as config_lib
@@ -23,6 +24,8 @@ from tfnmt.serving import server as server_lib
 from tfnmt.serving.batching import Batcher
 from tfnmt.serving.client import ServerError, ServingClient, load_test
 from tfnmt.serving.models import ModelManager
+from tfnmt.serving.options import BatchingOptions
+from tfnmt.serving.options import ServeOptions
 from tfnmt.serving.rest import RestApi, format_float
 from tfnmt.serving.status import ServingError
 from tfnmt.training import checkpoints
@@ -134,7 +137,7 @@ def test_translate_through_the_server_equals_translate_in_process(server, traine
     assert run_cli("translate", f"--model_dir={trained_model}", "--beam_size=3",
                    f"--input={source}", "--decode_batch_size=4") == 0
     local = capsys.readouterr().out.split("\n")
-    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+    assert run_cli("translate", f"--server={server}", "--served_model=tiny", f"--input={source}",
                    "--decode_batch_size=4") == 0
     captured = capsys.readouterr()
     remote = captured.out.split("\n")
@@ -255,7 +258,8 @@ def test_unknown_model_and_version_status_are_404(server):
 
 def test_loopback_load_with_batching_has_no_errors(server):
     client = ServingClient(server, "tiny", retries=0)
-    result = load_test(client, [s for s in SENTENCES if s], clients=4, seconds=3.0)
+    result = load_test(client, [s for s in SENTENCES if s], clients=4, seconds=3.0,
+                       sentences_per_request=1)
     assert result["errors"] == 0, result
     assert result["requests"] >= 4 and result["latency_ms_p99"] >= result["latency_ms_p50"] > 0
 
@@ -285,7 +289,7 @@ def test_translate_through_the_server_cuts_an_over_long_line_and_names_its_line(
     lines = ["a cat", "big house", "the old man runs", long, "small tree", "a big red car"]
     source, output = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("\n".join(lines) + "\n")
-    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+    assert run_cli("translate", f"--server={server}", "--served_model=tiny", f"--input={source}",
                    f"--output={output}", "--decode_batch_size=2") == 0
     err = capsys.readouterr().err
     assert f"{source}:4: {len(long)} characters; only the first 200 are translated" in err, err
@@ -295,7 +299,7 @@ def test_translate_through_the_server_cuts_an_over_long_line_and_names_its_line(
     # Line 4 is translated as its first 200 characters, cut at a word boundary, would be.
     cut = long[:200].rsplit(" ", 1)[0]
     source.write_text("\n".join(lines[:3] + [cut] + lines[4:]) + "\n")
-    assert run_cli("translate", f"--server={server}", "--model=tiny", f"--input={source}",
+    assert run_cli("translate", f"--server={server}", "--served_model=tiny", f"--input={source}",
                    f"--output={output}", "--decode_batch_size=2") == 0
     assert output.read_text().split("\n") == translations
     assert "characters; only the first" not in capsys.readouterr().err
@@ -341,7 +345,7 @@ def test_translate_says_once_that_it_retries_while_the_server_is_unreachable(tmp
         timer = threading.Timer(1.2, lambda: started.append(StandInServer(port)))
         timer.start()
         try:
-            assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--model=tiny",
+            assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--served_model=tiny",
                            f"--input={source}", f"--output={output}") == 0
         finally:
             timer.join()
@@ -359,7 +363,7 @@ def test_translate_keeps_what_the_server_translated_before_it_went_away(tmp_path
     source, output = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("\n".join(lines) + "\n")
     stand_in = StandInServer(answers=2)
-    assert run_cli("translate", f"--server={stand_in.url}", "--model=tiny", f"--input={source}",
+    assert run_cli("translate", f"--server={stand_in.url}", "--served_model=tiny", f"--input={source}",
                    f"--output={output}", "--decode_batch_size=2", "--server_retries=1") == 2
     assert stand_in.requests == [["a", "bb"], ["ccc", "dddd"]]
     assert output.read_text() == "A\nBB\nCCC\nDDDD\n"
@@ -456,7 +460,7 @@ def test_client_retries_connection_errors_a_bounded_number_of_times(capsys):
         with pytest.raises(ServerError, match="cannot connect .* after 2 retries"):
             client.predict(["a"])
         assert time.time() - start >= 0.05 + 0.1
-        assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--model=tiny",
+        assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--served_model=tiny",
                        "--server_retries=0", f"--input={os.path.join(REPO, 'setup.py')}") == 2
     assert "cannot connect" in capsys.readouterr().err
 
@@ -487,19 +491,19 @@ def test_serve_refuses_a_tflite_export_and_needs_one_model_source(tmp_path, caps
 
 
 def test_shipped_tf_serving_configs_parse():
-    models = config_lib.read_model_config(os.path.join(REPO, "export", "tf_serving", "models.config"))
+    models = config_lib.read_model_config(os.path.join(REPO, "deploy", "tf_serving", "models.config"))
     assert len(models) >= 3 and all(m.base_path == f"/models/{m.name}" for m in models)
     assert {"transformer", "densenmt"} <= {m.name for m in models}
-    batching = config_lib.read_batching_parameters(os.path.join(REPO, "export", "tf_serving", "batching.config"))
-    assert set(batching) == set(config_lib.BATCHING_FIELDS)
+    batching = config_lib.read_batching_parameters(os.path.join(REPO, "deploy", "tf_serving", "batching.config"))
+    assert set(batching) == set(options.names(BatchingOptions))
     # The compose file pins TF Serving's release for our TensorFlow and mounts the files it names.
-    with open(os.path.join(REPO, "export", "tf_serving", "docker-compose.yml")) as f:
+    with open(os.path.join(REPO, "deploy", "tf_serving", "docker-compose.yml")) as f:
         compose = f.read()
     assert f"tensorflow/serving:${{TF_SERVING_VERSION:-{tf.__version__}}}" in compose
     mounts = re.findall(r"- \./([\w.]+):(/config/[\w.]+):ro", compose)
     assert sorted(m[0] for m in mounts) == ["batching.config", "models.config"]
     for name, inside in mounts:
-        assert os.path.isfile(os.path.join(REPO, "export", "tf_serving", name)) and f"={inside}" in compose
+        assert os.path.isfile(os.path.join(REPO, "deploy", "tf_serving", name)) and f"={inside}" in compose
 
 
 def test_model_config_policies_and_errors(tmp_path):
@@ -511,12 +515,38 @@ def test_model_config_policies_and_errors(tmp_path):
     a, b, c = config_lib.read_model_config(str(path))
     assert a.aspired([1, 2, 3, 4]) == [1, 3] and b.aspired([2, 1]) == [1, 2] and c.aspired([1, 5, 3]) == [3, 5]
     assert b.base_path == str(tmp_path / "rel" / "b")
-    path.write_text('model_config_list {\n config { name: "a" base_pth: "/m" } }')
-    with pytest.raises(ConfigError, match=r"models.config: config #1: unknown field 'base_pth'"):
-        config_lib.read_model_config(str(path))
     path.write_text('model_config_list {\n config { name: "a"\n base_path: "/m" }')
-    with pytest.raises(ConfigError, match=r"models.config:3: missing '}'"):
+    with pytest.raises(ConfigError, match=r'models.config:3:18: Expected "}"'):
         config_lib.read_model_config(str(path))
+
+
+def test_a_field_tf_serving_does_not_know_is_refused_with_its_message(tmp_path, capsys):
+    path = tmp_path / "models.config"
+    path.write_text('model_config_list {\n config { name: "a" base_pth: "/m" } }')
+    assert run_cli("serve", f"--model_config_file={path}", "--rest_api_port=0") == 2
+    assert capsys.readouterr().err.strip() == (
+        f'tfnmt serve: error: {path}:2:21: Message type "tensorflow.serving.ModelConfig" has no '
+        'field named "base_pth".')
+    batching = tmp_path / "batching.config"
+    batching.write_text("max_batch_size { value: 8 }\nmax_batch_sise { value: 8 }\n")
+    with pytest.raises(ConfigError, match=r'batching.config:2:1: Message type '
+                       r'"tensorflow.serving.BatchingParameters" has no field named "max_batch_sise"'):
+        config_lib.read_batching_parameters(str(batching))
+
+
+def test_every_form_tf_serving_accepts_is_understood(tmp_path):
+    """Text format as TF Serving reads it: adjacent strings join, integers may be hex, a
+    repeated field may be a list, and a BatchingParameters field TF Serving knows but tfnmt
+    serve does not implement is accepted."""
+    path = tmp_path / "models.config"
+    path.write_text('model_config_list { config { name: "a" base_path: "/m/" "a"\n'
+                    '  model_version_policy { specific { versions: [0x3, 1] } } } }\n')
+    (model,) = config_lib.read_model_config(str(path))
+    assert model.base_path == "/m/a" and model.policy == ("specific", (1, 3))
+    batching = tmp_path / "batching.config"
+    batching.write_text("max_batch_size { value: 8 }\nmax_execution_batch_size { value: 4 }\n"
+                        "enable_large_batch_splitting { value: true }\n")
+    assert config_lib.read_batching_parameters(str(batching)) == {"max_batch_size": 8}
 
 
 def test_batcher_merges_concurrent_requests_and_splits_large_ones():
@@ -527,7 +557,8 @@ def test_batcher_merges_concurrent_requests_and_splits_large_ones():
         time.sleep(0.01)
         return {"out": np.array([s.upper() for s in batch]), "n": np.arange(len(batch))}
 
-    batcher = Batcher(run, max_batch_size=4, batch_timeout_micros=200_000, max_enqueued_batches=4)
+    batcher = Batcher(run, BatchingOptions(max_batch_size=4, batch_timeout_micros=200_000,
+                                           max_enqueued_batches=4))
     results = {}
 
     def client(i):
@@ -618,7 +649,7 @@ def test_the_demo_page_lists_the_served_models_and_can_be_turned_off(exports):
         assert answer == {"models": [
             {"name": name, "version": 1, "signatures": ["serving_default"], "alignments": False}
             for name in ("greedy", "tiny")]}
-        status, answer = _wsgi(RestApi(manager, demo=False), "GET", "/demo/models")
+        status, answer = _wsgi(RestApi(manager, ServeOptions(no_demo=True)), "GET", "/demo/models")
         assert status == 404 and "the REST API is under /v1/models/" in answer["error"]
     finally:
         manager.close()

@@ -92,7 +92,7 @@ def test_the_standalone_reference_runner_reproduces_tfnmt_translate(export, mult
     from conftest import REPO
     path = export("--format=tflite", "--beam_size=1")
     sources = multi30k_lines(multi30k_dir, "en", 10, start=30) + [""]
-    result = subprocess.run([sys.executable, os.path.join(REPO, "export", "tflite", "translate_tflite.py"),
+    result = subprocess.run([sys.executable, os.path.join(REPO, "deploy", "tflite", "translate_tflite.py"),
                              path], input="\n".join(sources) + "\n", capture_output=True,
                             text=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-2000:]

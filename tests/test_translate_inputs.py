@@ -27,7 +27,7 @@ def backends(trained_model, tmp_path_factory):
     yield {"checkpoint": [f"--model_dir={trained_model}", "--beam_size=1"],
            "saved_model": [f"--saved_model={base}/sm/1"],
            "tflite": [f"--saved_model={base}/lite/1"],
-           "server": [f"--server={url}", "--model=sm"]}
+           "server": [f"--server={url}", "--served_model=sm"]}
     server_lib.stop(process)
 
 

@@ -13,13 +13,14 @@ from absl import logging
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
+from tfnmt.cli.options import AverageOptions
 from tfnmt.data import vocab
 from tfnmt.errors import CheckpointError, ConfigError
 from tfnmt.export import versions
 from tfnmt.training import checkpoints
 
 
-def average_checkpoints(model_dir, output_dir, num, which="last"):
+def average_checkpoints(model_dir, output_dir, num, which=AverageOptions.average_from):
     """Writes output_dir (config, vocabulary, one checkpoint of averaged weights); returns the
     checkpoint path and the averaged paths. output_dir appears complete or not at all."""
     if os.path.abspath(output_dir) == os.path.abspath(model_dir):

@@ -12,8 +12,8 @@
                      with each one's speed-up over the first (the baseline)
   --bench=serve      a load test of the REST API on loopback: --bench_clients concurrent clients
                      send requests of --bench_request_sentences sentences for --bench_seconds;
-                     requests/s and latency percentiles. With --export_dir and --model it starts
-                     `tfnmt serve` twice (batching on, then off); with --server it loads that
+                     requests/s and latency percentiles. With --export_dir and --served_model it
+                     starts `tfnmt serve` twice (batching on, then off); with --server it loads that
                      server. Sentences: --input, else the model's test split.
 """
 
@@ -179,33 +179,34 @@ def bench_serve():
     import os
     import tempfile
 
+    from tfnmt import options
     from tfnmt.serving import server as server_lib
     from tfnmt.serving.client import ServingClient, load_test
+    from tfnmt.serving.options import BatchingOptions
     from tfnmt.serving.models import version_dirs
     def measure(url, label):
-        client = ServingClient(url, FLAGS.model, FLAGS.model_version, retries=0,
+        client = ServingClient(url, FLAGS.served_model, FLAGS.model_version, retries=0,
                                timeout=FLAGS.server_timeout)
         for sentence in sentences[:4]:  # first calls of each path are slower
             client.predict([sentence])
         result = load_test(client, sentences, clients=FLAGS.bench_clients,
                            seconds=FLAGS.bench_seconds,
                            sentences_per_request=FLAGS.bench_request_sentences)
-        return dict({"bench": "serve", "model": FLAGS.model, "server": label}, **result)
+        return dict({"bench": "serve", "model": FLAGS.served_model, "server": label}, **result)
 
     if FLAGS.server:
         sentences = _serve_sentences(None)
         return [measure(FLAGS.server, FLAGS.server)]
-    common.require("export_dir", "model")
-    versions = version_dirs(os.path.join(FLAGS.export_dir, FLAGS.model))
+    common.require("export_dir", "served_model")
+    versions = version_dirs(os.path.join(FLAGS.export_dir, FLAGS.served_model))
     if not versions:
-        raise ConfigError(f"no exported versions of {FLAGS.model} under {FLAGS.export_dir}")
+        raise ConfigError(f"no exported versions of {FLAGS.served_model} under {FLAGS.export_dir}")
     sentences = _serve_sentences(versions[max(versions)])
     if not sentences:
         raise ConfigError("no sentences to send")
     results = []
     batching = [f"--{n}={FLAGS[n].value}" for n in
-                ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches",
-                 "rest_api_num_threads")]
+                (*options.names(BatchingOptions), "rest_api_num_threads")]
     for enabled in (True, False):
         with tempfile.NamedTemporaryFile(suffix=".log") as log:
             process, url = server_lib.spawn(

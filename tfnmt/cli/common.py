@@ -143,7 +143,7 @@ def translator_from_flags():
         if FLAGS.saved_model or FLAGS.model_dir:
             raise ConfigError("--server translates with a served model: drop --saved_model/--model_dir")
         from tfnmt.serving.client import RemoteTranslator, ServingClient
-        client = ServingClient(FLAGS.server, FLAGS.model, FLAGS.model_version,
+        client = ServingClient(FLAGS.server, FLAGS.served_model, FLAGS.model_version,
                                retries=FLAGS.server_retries, timeout=FLAGS.server_timeout)
         return None, RemoteTranslator(client)
     if FLAGS.saved_model:

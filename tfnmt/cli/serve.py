@@ -4,61 +4,61 @@
     tfnmt serve --model_config_file=models.config   the models of a TF Serving model config
 
 New versions (and, with --export_dir, new models) are picked up while serving. Production
-deployments use TF Serving itself (export/tf_serving/README.md); this server is for machines
+deployments use TF Serving itself (deploy/tf_serving/README.md); this server is for machines
 without Docker, for development and for tests.
 """
 
+import dataclasses
 import sys
 
 from absl import logging
 
-from tfnmt.cli.flags import FLAGS
+from tfnmt.cli.flags import FLAGS, read
 from tfnmt.errors import ConfigError
 from tfnmt.serving import config as config_lib
 from tfnmt.serving import server as server_lib
 from tfnmt.serving.models import ModelManager
+from tfnmt.serving.options import BatchingOptions, ServeOptions
 from tfnmt.serving.rest import RestApi
 
 
-def batching_options():
-    """The batching parameters, or None with --enable_batching=false."""
-    if not FLAGS.enable_batching:
+def batching_options(serve):
+    """The batching parameters (the flags', overridden by a --batching_parameters_file), or None
+    with --enable_batching=false."""
+    if not serve.enable_batching:
         return None
-    options = {name: FLAGS[name].value for name in config_lib.BATCHING_FIELDS}
-    if FLAGS.batching_parameters_file:
-        options.update(config_lib.read_batching_parameters(FLAGS.batching_parameters_file))
-    for name, value in options.items():
-        if value < (0 if name == "batch_timeout_micros" else 1):
-            raise ConfigError(f"--{name} must be positive, not {value}")
-    return options
+    batching = read(BatchingOptions)
+    if serve.batching_parameters_file:
+        batching = dataclasses.replace(
+            batching, **config_lib.read_batching_parameters(serve.batching_parameters_file))
+    return batching
 
 
 def run():
-    if bool(FLAGS.export_dir) == bool(FLAGS.model_config_file):
+    serve = read(ServeOptions)
+    if bool(FLAGS.export_dir) == bool(serve.model_config_file):
         raise ConfigError("give --export_dir (serve every model under it) or --model_config_file "
                           "(a TF Serving models.config), not both")
-    batching = batching_options()
-    if FLAGS.model_config_file:
-        manager = ModelManager(config_lib.read_model_config(FLAGS.model_config_file), batching=batching)
+    batching = batching_options(serve)
+    if serve.model_config_file:
+        manager = ModelManager(config_lib.read_model_config(serve.model_config_file),
+                               batching=batching)
     else:
         manager = ModelManager(export_dir=FLAGS.export_dir, batching=batching)
-    manager.start(FLAGS.file_system_poll_wait_seconds)
-    app = RestApi(manager, max_request_bytes=FLAGS.max_request_bytes,
-                  max_sentences=FLAGS.max_sentences_per_request,
-                  max_sentence_chars=FLAGS.max_sentence_chars,
-                  timeout_seconds=FLAGS.rest_api_timeout_in_ms / 1000, demo=not FLAGS.no_demo)
+    manager.start(serve.file_system_poll_wait_seconds)
+    app = RestApi(manager, serve)
     try:
-        server = server_lib.create(app, FLAGS.rest_api_host, FLAGS.rest_api_port,
-                                   FLAGS.rest_api_num_threads, FLAGS.max_request_bytes)
+        server = server_lib.create(app, serve.rest_api_host, serve.rest_api_port,
+                                   serve.rest_api_num_threads, serve.max_request_bytes)
     except OSError as e:
         manager.close()
-        raise ConfigError(f"cannot listen on {FLAGS.rest_api_host}:{FLAGS.rest_api_port}: "
+        raise ConfigError(f"cannot listen on {serve.rest_api_host}:{serve.rest_api_port}: "
                           f"{e.strerror}") from None
-    url = f"http://{FLAGS.rest_api_host}:{server.effective_port}"
+    url = f"http://{serve.rest_api_host}:{server.effective_port}"
     logging.info("batching: %s", batching or "off")
     # One line on stdout that scripts (and the tests) wait for.
     print(f"tfnmt serve: {', '.join(manager.names())} at {url}/v1/models/", flush=True)
-    if not FLAGS.no_demo:
+    if not serve.no_demo:
         logging.info("demo page: %s/", url)
     sys.stdout.flush()
     server_lib.run_until_stopped(server, on_stop=[manager.close])

@@ -33,6 +33,9 @@ class Verb:
     def names(self):
         return {name for _, names in self.reads for name in names}
 
+    def reads_now(self, name, flag_values):
+        return any(when is None or when.test(flag_values) for when in self.modes(name))
+
     def modes(self, name):
         """The modes in which the verb reads `name` ([None] = always; [] = never)."""
         return [when for when, names in self.reads if name in names]
@@ -62,7 +65,7 @@ SERVER = When(lambda f: bool(f.server), "with --server")
 # Where translations come from: a checkpoint, an export or a server (cli/common.py).
 TRANSLATOR = [(CHECKPOINT, [group("model_dir"), group("decoding")]),
               (EXPORT, [group("export_in")]),
-              (SERVER, [group("server"), "model"])]
+              (SERVER, [group("server")])]
 
 
 def _bench(kind):
@@ -123,7 +126,7 @@ VERBS = {
                                "bench_latency_sentences", "decode_batch_size"]),
         (_bench("decode"), ["saved_model", *DATA_SOURCE, "test_split", "bench_sentences",
                             "bench_latency_sentences", "decode_batch_size"]),
-        (_bench("serve"), ["model", "model_version", "server_timeout", "bench_clients",
+        (_bench("serve"), ["served_model", "model_version", "server_timeout", "bench_clients",
                            "bench_seconds", "bench_request_sentences", "input"]),
         (_bench("serve") & SERVER, ["server"]),
         (_bench("serve") & When(lambda f: not f.server, "without --server"),
@@ -158,9 +161,12 @@ def unread_flag(verb, args, flag_values):
     for name in command_line_flags(args, flag_values):
         if name not in ours:
             continue
-        modes = spec.modes(name)
-        if any(when is None or when.test(flag_values) for when in modes):
+        if spec.reads_now(name, flag_values):
             continue
+        if name == "model" and spec.reads_now("served_model", flag_values):
+            return ("--model names an architecture, not a served model: name the served model "
+                    "with --served_model")
+        modes = spec.modes(name)
         if modes:
             return (f"--{name} would be ignored: `tfnmt {verb}` reads it only "
                     + "; or ".join(when.text for when in modes))
@@ -190,7 +196,7 @@ def _value(value):
 
 def _flag_help(name, text):
     """`  --name   text`, wrapped to 100 columns under a 28-column name field."""
-    lead = f"  {name}".ljust(28)
+    lead = f"  {name} ".ljust(28)
     if len(lead) > 28:
         return "\n".join([lead.rstrip()] + textwrap.wrap(text, 100, initial_indent=" " * 28,
                                                          subsequent_indent=" " * 28))

@@ -5,8 +5,9 @@ import os
 from absl import logging
 
 from tfnmt.cli import common, console
-from tfnmt.cli.flags import FLAGS
+from tfnmt.cli.flags import FLAGS, read
 from tfnmt.data import sources, vocab
+from tfnmt.data.options import VocabOptions
 
 
 def _train(sentences, path, what, options):
@@ -30,9 +31,10 @@ def _train(sentences, path, what, options):
 
 def build_vocab(model_dir, spec, split, limit):
     os.makedirs(model_dir, exist_ok=True)
-    options = dict(vocab_size=FLAGS.vocab_size, model_type=FLAGS.vocab_type,
-                   max_sentences=FLAGS.vocab_max_sentences, seed=FLAGS.seed)
-    if FLAGS.joint_vocab:
+    chosen = read(VocabOptions)
+    options = dict(vocab_size=chosen.vocab_size, model_type=chosen.vocab_type,
+                   max_sentences=chosen.vocab_max_sentences, seed=FLAGS.seed)
+    if chosen.joint_vocab:
         _train(sources.sentences(spec, split, limit), os.path.join(model_dir, vocab.JOINT_FILE),
                "joint vocabulary", options)
         return

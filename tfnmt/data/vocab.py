@@ -11,6 +11,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from tfnmt.errors import DataError, ConfigError
+from tfnmt.data.options import VocabOptions
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 JOINT_FILE = "spm.model"
@@ -18,8 +19,9 @@ SOURCE_FILE = "spm.source.model"
 TARGET_FILE = "spm.target.model"
 
 
-def train_sentencepiece(sentences, path, vocab_size, model_type="unigram",
-                        character_coverage=1.0, max_sentences=2_000_000, seed=1234):
+def train_sentencepiece(sentences, path, vocab_size, model_type=VocabOptions.vocab_type,
+                        character_coverage=1.0, max_sentences=VocabOptions.vocab_max_sentences,
+                        seed=1234):
     """Trains a SentencePiece model on an iterable of str and writes it to `path`.
 
     The vocabulary size is a soft limit so that tiny corpora (tests, slices) still train;

@@ -58,6 +58,13 @@ class Seq2SeqModel(keras.Model):
         # Scalars of the step being traced; a plain dict, hidden from Keras/TF tracking (it holds
         # graph tensors that must not become part of the model's saved state).
         object.__setattr__(self, "_reports", {})
+        # The loss fit and evaluate report, per replica, averaged over sentences since the last
+        # reset (Keras resets `metrics` at each epoch, i.e. every --log_every steps).
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker]
 
     # --- the contract -------------------------------------------------------------------------
     def encode(self, source, training=False):
@@ -152,7 +159,7 @@ class Seq2SeqModel(keras.Model):
         step_loss = tf.add_n([w * l for w, l in zip(weights, losses)])
         # As Keras' own train_step: the tracked loss is per replica, not its share of the step.
         num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        self._loss_tracker.update_state(step_loss * num_replicas, sample_weight=sentences)
+        self.loss_tracker.update_state(step_loss * num_replicas, sample_weight=sentences)
         self.optimizer.apply_gradients(zip(gradients, self.trainable_weights))
         logs = self.compute_metrics(features, labels, logits)
         logs["target_tokens"] = total
@@ -166,7 +173,12 @@ class Seq2SeqModel(keras.Model):
     def test_step(self, data):
         features, labels = data
         features = {k: v for k, v in features.items() if k != "position"}
-        return super().test_step((features, labels))
+        logits = self(features, training=False)
+        loss = self.compute_loss(features, labels, logits, training=False)
+        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        self.loss_tracker.update_state(loss * num_replicas,
+                                       sample_weight=tf.shape(features["source"])[0])
+        return self.compute_metrics(features, labels, logits)
 
     def get_config(self):
         return dict(source_vocab_size=self.source_vocab_size,

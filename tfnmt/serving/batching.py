@@ -17,6 +17,7 @@ import time
 import numpy as np
 from absl import logging
 
+from tfnmt.serving.options import BatchingOptions
 from tfnmt.serving.status import ServingError, unavailable
 
 
@@ -35,18 +36,17 @@ class _Piece:
 class Batcher:
     """`run(list of inputs) -> {name: array with one row per input}` on merged batches."""
 
-    def __init__(self, run, *, max_batch_size=32, batch_timeout_micros=5000,
-                 max_enqueued_batches=100, num_batch_threads=1, name="batcher"):
+    def __init__(self, run, options=BatchingOptions(), name="batcher"):
         self.run = run
-        self.max_batch_size = max_batch_size
-        self.timeout = batch_timeout_micros / 1e6
-        self.capacity = max_enqueued_batches * max_batch_size
+        self.max_batch_size = options.max_batch_size
+        self.timeout = options.batch_timeout_micros / 1e6
+        self.capacity = options.max_enqueued_batches * options.max_batch_size
         self._queue = collections.deque()
         self._queued = 0
         self._closed = False
         self._lock = threading.Condition()
         self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True)
-                         for i in range(num_batch_threads)]
+                         for i in range(options.num_batch_threads)]
         for thread in self._threads:
             thread.start()
 

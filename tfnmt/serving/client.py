@@ -18,6 +18,7 @@ import requests
 from absl import logging
 
 from tfnmt.errors import ConfigError, UserError
+from tfnmt.serving.options import ClientOptions
 from tfnmt.serving.status import sentence_limit
 
 _MAX_BACKOFF = 8.0
@@ -47,11 +48,13 @@ def cut(text, limit):
 
 
 class ServingClient:
-    def __init__(self, url, model, version=0, retries=5, timeout=300.0, backoff=0.5):
+    def __init__(self, url, model, version=ClientOptions.model_version,
+                 retries=ClientOptions.server_retries, timeout=ClientOptions.server_timeout,
+                 backoff=0.5):
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"--server must be an http:// or https:// URL, not {url!r}")
         if not model:
-            raise ConfigError("--server needs --model, the served model's name")
+            raise ConfigError("--server needs --served_model, the served model's name")
         self.base = url.rstrip("/")
         self.model = model
         self.version = version
@@ -191,8 +194,7 @@ class RemoteTranslator:
                 "scores": tf.constant(scores if scores is not None else [0.0] * len(texts), tf.float32)}
 
 
-def load_test(client, sentences, *, clients=8, seconds=20.0, sentences_per_request=1,
-              expected=None):
+def load_test(client, sentences, *, clients, seconds, sentences_per_request, expected=None):
     """`clients` threads send requests of `sentences_per_request` sentences, back to back, for
     `seconds`. Returns counts, requests/s and latency percentiles; with `expected`
     ({sentence: translation}) also how many answers differed from it."""

@@ -160,7 +160,7 @@ class Servable:
             if batcher is None:
                 batcher = self._batchers[signature_name] = Batcher(
                     lambda batch: self._call(signature_name, batch),
-                    name=f"{self.name}-{self.version}", **self._batching)
+                    self._batching, name=f"{self.name}-{self.version}")
         return batcher.submit(texts, timeout)
 
     def close(self):

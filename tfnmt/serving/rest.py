@@ -27,6 +27,7 @@ from absl import logging
 from google.protobuf import json_format
 from tensorflow.core.framework import types_pb2
 
+from tfnmt.serving.options import ServeOptions
 from tfnmt.serving.status import ServingError, invalid_argument, request_too_large, sentence_too_long
 
 _PREDICT = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
@@ -254,14 +255,13 @@ def _metadata_json(servable):
 class RestApi:
     """The WSGI application. Limits bound the work one request may ask for."""
 
-    def __init__(self, manager, *, max_request_bytes=1 << 20, max_sentences=256,
-                 max_sentence_chars=2000, timeout_seconds=30.0, demo=True):
+    def __init__(self, manager, options=ServeOptions()):
         self.manager = manager
-        self.demo = demo
-        self.max_request_bytes = max_request_bytes
-        self.max_sentences = max_sentences
-        self.max_sentence_chars = max_sentence_chars
-        self.timeout = timeout_seconds
+        self.demo = not options.no_demo
+        self.max_request_bytes = options.max_request_bytes
+        self.max_sentences = options.max_sentences_per_request
+        self.max_sentence_chars = options.max_sentence_chars
+        self.timeout = options.rest_api_timeout_in_ms / 1000
 
     def __call__(self, environ, start_response):
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")

@@ -1,0 +1,68 @@
+"""The settings only the commands themselves read (where the model is, what to translate and
+where to, averaging, benchmarks), declared once like the library's (tfnmt/options.py); their
+flags are generated from these fields (cli/flags.py)."""
+
+import dataclasses
+
+from tfnmt.options import option
+from tfnmt.training import distribution
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelDirOptions:
+    model_dir: str = option(None, "Directory of the model: config, vocabulary, checkpoints.")
+    checkpoint: str = option("", "Checkpoint to use: '' (latest), 'best' or a path.")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRunOptions:
+    """How `tfnmt train` runs, beside what it trains with (TrainOptions)."""
+    evaluate_at_end: bool = option(True, "After training, score the test split with sacreBLEU.")
+    distribution: str = option(
+        "none", "Data-parallel training on tf.distribute: none (one device), mirrored (every GPU "
+        "of this host), multi_worker (the hosts of $TF_CONFIG). --batch_tokens and --batch_size "
+        "are per replica.", choices=distribution.CHOICES)
+
+
+@dataclasses.dataclass(frozen=True)
+class TranslationOptions:
+    input: str = option("-", "File to translate ('-' = stdin).")
+    output: str = option("-", "Where translations go ('-' = stdout).")
+    decode_batch_size: int = option(32, "Sentences per decoding batch.", bounds=">= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportedModelOptions:
+    signature: str = option(
+        "serving_default", "Signature of a --saved_model to translate with (a "
+        "non-autoregressive model's export also has `beam`).")
+    saved_model: str = option("", "Use this export (SavedModel or TFLite, DIR/NAME/VERSION) "
+                              "instead of a checkpoint (`bench --bench=decode`: several, "
+                              "comma-separated).")
+
+
+@dataclasses.dataclass(frozen=True)
+class AverageOptions:
+    average_from: str = option(
+        "last", "Average the last N or the N best (by the --best_metric training used).",
+        choices=("last", "best"))
+    num_checkpoints: int = option(5, "How many checkpoints `average` averages.", bounds=">= 1")
+    output_dir: str = option(
+        None, "Model directory that `average` writes; text corpus directory that `distill` "
+        "writes.")
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchOptions:
+    bench: str = option(
+        "translate", "What `tfnmt bench` measures (decode: several --saved_model=A,B,... side by "
+        "side; serve: a REST load test).", choices=("train", "translate", "decode", "serve"))
+    bench_steps: int = option(30, "Timed training steps (after 5 warm-up steps).", bounds=">= 1")
+    bench_sentences: int = option(
+        256, "Test sentences translated for the speed benchmark.", bounds=">= 1")
+    bench_latency_sentences: int = option(
+        50, "Sentences translated one by one for latency.", bounds=">= 1")
+    bench_clients: int = option(8, "--bench=serve: concurrent clients.", bounds=">= 1")
+    bench_seconds: float = option(20.0, "--bench=serve: how long each load runs.", bounds="> 0")
+    bench_request_sentences: int = option(
+        1, "--bench=serve: sentences per request.", bounds=">= 1")
