@@ -10,6 +10,7 @@ from absl import flags
 
 from tfnmt import options as tfnmt_options
 from tfnmt.decoding.options import DecodingOptions
+from tfnmt.experiments.options import ExperimentOptions
 from tfnmt.models import registry
 from tfnmt.training.options import TrainOptions
 from tfnmt.ranges import NumberParser, Range
@@ -198,6 +199,10 @@ integer("max_sentences_per_request", 256, ">= 1", "tfnmt serve: most sentences i
         "(400 beyond).")
 integer("max_sentence_chars", 2000, ">= 1", "tfnmt serve: longest sentence, in characters "
         "(400 beyond).")
+
+# --- experiment ----------------------------------------------------------------------------------
+_group("experiment", "experiment (configs/experiments/)")
+options(ExperimentOptions)
 
 # --- bench ---------------------------------------------------------------------------------------
 _group("bench", "benchmark")

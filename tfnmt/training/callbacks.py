@@ -78,6 +78,10 @@ class TrainingSchedule(keras.callbacks.Callback):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", lr)
                 tf.summary.scalar("train/target_tokens_per_second", self._tokens / elapsed)
+                # Per interval, so that a resumed run's sums stay right (`tfnmt experiment`
+                # plots against target tokens seen and training time).
+                tf.summary.scalar("train/target_tokens", self._tokens)
+                tf.summary.scalar("train/seconds", elapsed)
                 for name, value in reports.items():
                     tf.summary.scalar(f"train/{name}", value)
             self.history.append(dict(reports, step=step, loss=loss, tokens_per_second=self._tokens / elapsed))
