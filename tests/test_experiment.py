@@ -1,6 +1,7 @@
 """`tfnmt experiment`: a tiny experiment (2 systems x 2 seeds, a few steps on the synthetic corpus)
 run in shares, interrupted, resumed, and its report checked against sacreBLEU."""
 
+import glob
 import json
 import os
 
@@ -135,3 +136,35 @@ def test_an_experiment_needs_one_budget(tmp_path, capsys):
     assert run_cli("experiment", f"--flagfile={config}") == 2
     assert "one budget" in capsys.readouterr().err
 
+
+EXPERIMENTS = sorted(glob.glob(os.path.join(REPO, "configs", "experiments", "*.cfg")))
+
+
+def test_there_is_an_experiment_per_paper():
+    names = {os.path.basename(p)[:-len(".cfg")] for p in EXPERIMENTS}
+    assert {"densenmt", "deeplau", "deeplau-2x2", "deep_representations", "ctc_nat",
+            "ctc_nat-distilled", "conv_encoder"} <= names
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=[os.path.basename(p) for p in EXPERIMENTS])
+def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
+    monkeypatch.chdir(REPO)  # experiment files name flagfiles by paths from the repository root
+    from tfnmt.cli import experiment
+    from tfnmt.cli.flags import FLAGS, read
+    from tfnmt.experiments.options import ExperimentOptions
+    from tfnmt.models import registry
+    FLAGS.unparse_flags()
+    try:
+        FLAGS(["tfnmt", f"--flagfile={path}"])
+        spec = experiment.spec_from_flags(read(ExperimentOptions))
+        assert spec["budget"]["train_steps"] == 1500 and spec["budget"]["batch_tokens"] == 2048
+        assert spec["seeds"] == [1, 2] and spec["test_splits"] == ["test"]
+        forwarded = experiment.forwarded_flags()
+        assert "--train_steps=1500" in forwarded and "--batch_tokens=2048" in forwarded
+        for name, flagfile in spec["systems"]:
+            FLAGS.unparse_flags()
+            FLAGS(["tfnmt", f"--flagfile={flagfile}", *forwarded])
+            registry.get(FLAGS.model)
+            assert FLAGS.train_steps == 1500, name  # the experiment's budget wins
+    finally:
+        FLAGS.unparse_flags()
