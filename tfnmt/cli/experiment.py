@@ -12,7 +12,7 @@ import os
 
 from absl import logging
 
-from tfnmt.cli import common
+from tfnmt.cli import common, main
 from tfnmt.cli.flags import FLAGS, read
 from tfnmt.data import sources
 from tfnmt.errors import ConfigError
@@ -82,7 +82,7 @@ def run():
                              len(mine))
             else:
                 logging.info("experiment: run %d of %d: %s", position, len(mine), run.name)
-                runs_lib.train(run, forwarded, budget)
+                runs_lib.train(run, forwarded, budget, main.main)
             if not runs_lib.scored(run, spec["test_splits"]):
                 runs_lib.score(run, root, scoring)
     report = report_lib.write(root, spec)

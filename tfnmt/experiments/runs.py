@@ -74,16 +74,15 @@ def trained(run, budget_steps):
         and record["step"] == latest_step(run.directory)
 
 
-def train(run, forwarded, budget_steps):
+def train(run, forwarded, budget_steps, command):
     """Trains (or resumes) one run through `tfnmt train`: the system's flagfile, then the
     experiment's own flags (the budget, data, decoding: equal for every system), then its seed
-    and directory."""
+    and directory. command: the CLI's entry point (argv -> exit status)."""
     import keras
-    from tfnmt.cli.main import main
     args = ["tfnmt", "train", f"--flagfile={run.flagfile}", *forwarded,
             f"--model_dir={run.directory}", f"--seed={run.seed}", "--evaluate_at_end=false"]
     logging.info("experiment: training %s (%s)", run.name, run.directory)
-    status = main(args)
+    status = command(args)
     keras.backend.clear_session()
     gc.collect()
     if status != 0:
