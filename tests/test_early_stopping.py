@@ -32,7 +32,7 @@ def test_stops_after_patience_validations_without_improvement_and_remembers_the_
     _train(corpus, model_dir, 15, "--early_stopping_patience=2")
     assert _latest_step(model_dir) == 15
     # Resumed with that count remembered, 20 is the second validation without improvement
-    # (a fresh count would stop at 25).
+    # (a fresh count would stop at 30).
     with caplog.at_level(logging.INFO):
         _train(corpus, model_dir, 100, "--early_stopping_patience=2")
     assert _latest_step(model_dir) == 20
