@@ -131,6 +131,21 @@ def test_bad_experiment_flags_are_one_line(experiment, flag, message, capsys):
     assert err.startswith("tfnmt experiment: error:") and message in err and "\n" not in err
 
 
+def test_a_failing_run_does_not_stop_the_others(experiment, tmp_path, capsys):
+    config, _ = experiment
+    broken = _write(tmp_path / "broken.cfg", ["--model=no_such_model"])
+    also = _write(tmp_path / "also.cfg", ["--model=no_such_model_either"])
+    assert run_cli("experiment", f"--flagfile={config}", f"--runs_dir={tmp_path}",
+                   f"--systems=a={broken},b={also}", "--seeds=1") == 2
+    err = capsys.readouterr().err
+    assert "no_such_model" in err and "no_such_model_either" in err  # both were tried
+    assert err.strip().splitlines()[-1] == (
+        "tfnmt experiment: error: 2 run(s) failed: a/seed1, b/seed1 (the lines above say why); "
+        "run the same command again once fixed: the others are kept")
+    with open(tmp_path / "tiny" / "report.json") as f:
+        assert [r["status"] for r in json.load(f)["runs"]] == ["not started"] * 2
+
+
 def test_an_experiment_needs_one_budget(tmp_path, capsys):
     config = _write(tmp_path / "x.cfg", ["--experiment=x", "--systems=a=x.cfg,b=x.cfg"])
     assert run_cli("experiment", f"--flagfile={config}") == 2

@@ -15,7 +15,7 @@ from absl import logging
 from tfnmt.cli import common, main
 from tfnmt.cli.flags import FLAGS, read
 from tfnmt.data import sources
-from tfnmt.errors import ConfigError
+from tfnmt.errors import ConfigError, UserError
 from tfnmt.evaluation import bleu, length_buckets
 from tfnmt.experiments import options as options_lib
 from tfnmt.experiments import report as report_lib
@@ -75,16 +75,24 @@ def run():
     forwarded = forwarded_flags()
     scoring = dict(spec["scoring"], test_splits=spec["test_splits"])
     mine = runs_lib.share(runs_lib.plan(root, spec["systems"], spec["seeds"]), index, count)
+    failed = []
     if not o.report_only:
         for position, run in enumerate(mine, start=1):
-            if runs_lib.trained(run, budget):
-                logging.info("experiment: %s is trained (%d of %d): skipped", run.name, position,
-                             len(mine))
-            else:
-                logging.info("experiment: run %d of %d: %s", position, len(mine), run.name)
-                runs_lib.train(run, forwarded, budget, main.main)
-            if not runs_lib.scored(run, spec["test_splits"]):
-                runs_lib.score(run, root, scoring)
+            # A run that fails (bad settings, a diverged loss) must not stop an experiment left
+            # to run for days: the others go on, and the command ends with an error.
+            try:
+                if runs_lib.trained(run, budget):
+                    logging.info("experiment: %s is trained (%d of %d): skipped", run.name,
+                                 position, len(mine))
+                else:
+                    logging.info("experiment: run %d of %d: %s", position, len(mine), run.name)
+                    runs_lib.train(run, forwarded, budget, main.main)
+                if not runs_lib.scored(run, spec["test_splits"]):
+                    runs_lib.score(run, root, scoring)
+            except (UserError, FloatingPointError) as e:
+                logging.error("experiment: %s failed: %s; going on with the other runs",
+                              run.name, e)
+                failed.append(run.name)
     report = report_lib.write(root, spec)
     done = sum(entry["status"] == "complete" for entry in report["runs"])
     print(f"{os.path.join(root, 'report.md')}: {done} of {len(report['runs'])} runs complete")
@@ -93,3 +101,6 @@ def run():
             if row["bleu_mean"] is not None:
                 print(f"  {split} {name}: BLEU {row['bleu_mean']:.2f} ± {row['bleu_std']:.2f} "
                       f"({row['runs']} runs)")
+    if failed:
+        raise UserError(f"{len(failed)} run(s) failed: {', '.join(failed)} (the lines above say "
+                        "why); run the same command again once fixed: the others are kept")

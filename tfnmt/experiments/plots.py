@@ -56,7 +56,8 @@ def _validation_figure(pyplot, report, y_key, label):
         panel.set_xlabel(x_label)
         panel.set_ylabel(label)
         panel.grid(alpha=0.3)
-        panel.legend()
+        if drawn:
+            panel.legend()
     figure.suptitle(f"{report['experiment']}: {label} (thin: seeds; bold: mean)")
     figure.tight_layout()
     return figure, drawn

@@ -86,8 +86,7 @@ def train(run, forwarded, budget_steps, command):
     keras.backend.clear_session()
     gc.collect()
     if status != 0:
-        raise UserError(f"training {run.name} failed (the line above says why); run the same "
-                        "command again to resume, once it is fixed")
+        raise UserError("training did not finish (the line above says why)")
     os.makedirs(run.directory, exist_ok=True)
     write_json(os.path.join(run.directory, RUN_FILE),
                {"system": run.system, "seed": run.seed, "flagfile": run.flagfile,
