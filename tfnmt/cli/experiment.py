@@ -97,6 +97,8 @@ def run():
     done = sum(entry["status"] == "complete" for entry in report["runs"])
     print(f"{os.path.join(root, 'report.md')}: {done} of {len(report['runs'])} runs complete")
     for split in report["test_splits"]:
+        if split in report["signatures"]:
+            print(f"  {split} BLEU signature: {report['signatures'][split]['bleu']}")
         for name, row in report["results"][split].items():
             if row["bleu_mean"] is not None:
                 print(f"  {split} {name}: BLEU {row['bleu_mean']:.2f} ± {row['bleu_std']:.2f} "
