@@ -21,6 +21,7 @@ setup(
         "requests>=2.31",
         "tensorboard>=2.21",
         "ai-edge-litert==2.3.0",
+        "matplotlib>=3.8",  # `tfnmt experiment`'s plots
     ],
     # BLEU on Japanese / Korean targets tokenises with MeCab (sacreBLEU's ja-mecab, ko-mecab).
     extras_require={"ja": ["sacrebleu[ja]==2.6.0"], "ko": ["sacrebleu[ko]==2.6.0"],

@@ -8,7 +8,9 @@ import pytest
 
 from conftest import REPO
 
-CONFIGS = sorted(glob.glob(os.path.join(REPO, "configs", "**", "*.cfg"), recursive=True))
+# Experiment files (configs/experiments/) name such flagfiles: tests/test_experiment.py.
+CONFIGS = sorted(p for p in glob.glob(os.path.join(REPO, "configs", "**", "*.cfg"), recursive=True)
+                 if os.path.basename(os.path.dirname(p)) != "experiments")
 
 
 def test_there_are_configs():

@@ -16,7 +16,7 @@ LAYERS = [
     {"models"},
     {"model_dir"},
     {"training", "export"},
-    {"serving"},
+    {"serving", "experiments"},
     {"cli"},
     {"__main__"},
 ]

@@ -15,6 +15,7 @@ from tfnmt.data.options import DataOptions, VocabOptions
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.evaluation.options import ScoringOptions
 from tfnmt.export.options import ExportOptions
+from tfnmt.experiments.options import ExperimentOptions
 from tfnmt.models import registry
 from tfnmt.ranges import NumberParser
 from tfnmt.serving.options import BatchingOptions, ClientOptions, ServeOptions
@@ -131,6 +132,10 @@ options(AverageOptions)
 _group("serving", "serving")
 options(ServeOptions)
 options(BatchingOptions)
+
+# --- experiment ----------------------------------------------------------------------------------
+_group("experiment", "experiment (configs/experiments/)")
+options(ExperimentOptions)
 
 # --- bench ---------------------------------------------------------------------------------------
 _group("bench", "benchmark")

@@ -106,6 +106,11 @@ VERBS = {
         *TRANSLATOR,
         ["output_dir", *DATA_SOURCE, "train_split", "valid_split", "test_split", "train_limit",
          "decode_batch_size"]),
+    "experiment": Verb(
+        "train, score and compare systems over seeds at one budget (configs/experiments/)",
+        [group("experiment"), "train_steps", "batch_tokens", "batch_size", "accumulate_steps",
+         *DATA_SOURCE, "test_limit", "decode_batch_size", "length_buckets", "bleu_tokenize",
+         group("decoding")]),
     "info": Verb(
         "list models, or count a model's parameters",
         ["model_dir"],

@@ -1,6 +1,6 @@
 """Keras callbacks that run the training schedule by absolute step (so resumed runs line up):
 logging with throughput, checkpoints, validation (loss, BLEU, best checkpoints, TensorBoard), the
-NAG shrink-on-rise schedule and the step budget."""
+NAG shrink-on-rise schedule, early stopping and the step budget."""
 
 import math
 import time
@@ -13,6 +13,7 @@ from absl import logging
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.evaluation import bleu
 from tfnmt.objectives.replicas import TOTAL_PREFIX
+from tfnmt.training.checkpoints import BEST_METRICS
 
 
 def current_step(model):
@@ -31,7 +32,7 @@ class TrainingSchedule(keras.callbacks.Callback):
     (the train step's `epoch_end` log), and at the end."""
 
     def __init__(self, checkpoints, writer, *, train_steps, save_every, validate_every, log_every,
-                 validator=None, lr_controller=None):
+                 validator=None, lr_controller=None, early_stopping=None):
         super().__init__()
         self.checkpoints = checkpoints
         self.writer = writer
@@ -41,6 +42,7 @@ class TrainingSchedule(keras.callbacks.Callback):
         self.log_every = log_every
         self.validator = validator
         self.lr_controller = lr_controller
+        self.early_stopping = early_stopping
         self._tokens = 0.0
         self._losses = []
         self._reports = {}  # scalars a model reports (Seq2SeqModel.report): name -> values
@@ -76,6 +78,10 @@ class TrainingSchedule(keras.callbacks.Callback):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", lr)
                 tf.summary.scalar("train/target_tokens_per_second", self._tokens / elapsed)
+                # Per interval, so that a resumed run's sums stay right (`tfnmt experiment`
+                # plots against target tokens seen and training time).
+                tf.summary.scalar("train/target_tokens", self._tokens)
+                tf.summary.scalar("train/seconds", elapsed)
                 for name, value in reports.items():
                     tf.summary.scalar(f"train/{name}", value)
             self.history.append(dict(reports, step=step, loss=loss, tokens_per_second=self._tokens / elapsed))
@@ -107,6 +113,8 @@ class TrainingSchedule(keras.callbacks.Callback):
             logging.debug("step %d is among the best by validation %s", step,
                           self.checkpoints.best_metric)
         if self.lr_controller is not None and self.lr_controller.update(self.model.optimizer, results["loss"]):
+            self.model.stop_training = True
+        if self.early_stopping is not None and self.early_stopping.update(results):
             self.model.stop_training = True
         self.history.append(dict(results, step=step))
         self._clock = time.time()  # validation time is not training throughput
@@ -163,6 +171,42 @@ class ShrinkOnValidationRise:
                 return True
         self.previous.assign(loss)
         return False
+
+
+class EarlyStopping:
+    """Stops training after `patience` validations in a row that do not improve on the best
+    `metric` ("loss" or "bleu") so far. Its memory (the best value, the validations since) is
+    checkpointed, so that a resumed run goes on counting."""
+
+    def __init__(self, patience, metric):
+        self.patience = patience
+        self.metric = metric
+        self.higher = BEST_METRICS[metric]
+        self.best = tf.Variable(float("-inf") if self.higher else float("inf"), trainable=False,
+                                name="early_stopping_best")
+        self.waited = tf.Variable(0, dtype=tf.int64, trainable=False, name="early_stopping_waited")
+
+    def variables(self):
+        """The checkpoint entries that carry its memory."""
+        return {"early_stopping_best": self.best, "early_stopping_waited": self.waited}
+
+    @property
+    def stopped(self):
+        return int(self.waited.numpy()) >= self.patience
+
+    def update(self, results):
+        """Returns True when training should stop."""
+        value, best = results[self.metric], float(self.best.numpy())
+        if value > best if self.higher else value < best:
+            self.best.assign(value)
+            self.waited.assign(0)
+            return False
+        self.waited.assign_add(1)
+        if self.stopped:
+            logging.info("early stopping: validation %s has not improved on %.4f for %d "
+                         "validations (--early_stopping_patience=%d)", self.metric, best,
+                         int(self.waited.numpy()), self.patience)
+        return self.stopped
 
 
 class Validator:

@@ -87,9 +87,15 @@ class Checkpoints:
     directory that is deleted at once; best-checkpoint decisions use an in-memory copy of the
     chief's index, so they are taken exactly as the chief takes them."""
 
-    def __init__(self, model_dir, objects, keep_last=5, keep_best=5, best_metric="loss", chief=True):
+    def __init__(self, model_dir, objects, keep_last=5, keep_best=5, best_metric="loss", chief=True,
+                 optional=()):
+        """optional: names of `objects` that older checkpoints may lack (state of a feature
+        turned on when resuming); they keep their initial values then."""
         self.model_dir = model_dir
         self.checkpoint = tf.train.Checkpoint(**objects)
+        self._without_optional = (tf.train.Checkpoint(**{k: v for k, v in objects.items()
+                                                         if k not in optional})
+                                  if optional else None)
         self.keep_last = keep_last
         self.last = self._manager()
         self.best_dir = os.path.join(model_dir, BEST_DIR)
@@ -151,6 +157,10 @@ class Checkpoints:
                 status.assert_existing_objects_matched()
             except AssertionError as e:
                 status.expect_partial()  # no second report of the mismatch at exit
+                if self._restores_without_optional(path):
+                    if unreadable:
+                        self._set_aside_unreadable(unreadable, path)
+                    return path
                 # Readable but for another model or optimizer: older checkpoints will not fit
                 # either, and silently training from scratch would lose the run.
                 raise CheckpointError(
@@ -166,6 +176,19 @@ class Checkpoints:
             raise CheckpointError(f"no readable checkpoint in {self.last.directory}: "
                                   + "; ".join(f"{p}: {why}" for p, why in unreadable.items()))
         return None
+
+    def _restores_without_optional(self, path):
+        if self._without_optional is None:
+            return False
+        status = self._without_optional.restore(path)
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError:
+            status.expect_partial()
+            return False
+        logging.info("%s was written without some state of this run's settings (e.g. "
+                     "--early_stopping_patience): it starts afresh", path)
+        return True
 
     def _set_aside_unreadable(self, unreadable, restored):
         """Renames unreadable checkpoints to ckpt-N.corrupt-TIME.* and drops them from the state

@@ -60,6 +60,10 @@ class TrainOptions:
         'loss', 'Validation metric that ranks the best checkpoints (best/, `average '
         '--average_from=best`, `--checkpoint=best`): loss, or BLEU on --bleu_sentences.',
         choices=('loss', 'bleu'))
+    early_stopping_patience: int = option(
+        0, 'Stop after N validations in a row that do not improve on the best --best_metric so '
+        'far (0 = off); a resumed run remembers the count.',
+        bounds='>= 0')
     validate_every: int = option(1000, 'Validation loss and BLEU every N steps.', bounds='>= 1')
     validate_per_epoch: bool = option(
         False, 'Validate (and run the NAG lr shrink) at the end of each epoch of the training data '

@@ -108,9 +108,12 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
                                                       initial_learning_rate=options.learning_rate)
                      if options.optimizer == "nag" else None)
     extra = {"previous_validation_loss": lr_controller.previous} if lr_controller else {}
-    checkpoints = Checkpoints(model_dir, trackables(model, model.optimizer, **extra),
+    early_stopping = (callbacks.EarlyStopping(options.early_stopping_patience, options.best_metric)
+                      if options.early_stopping_patience else None)
+    optional = early_stopping.variables() if early_stopping else {}
+    checkpoints = Checkpoints(model_dir, trackables(model, model.optimizer, **extra, **optional),
                               options.keep_checkpoints, options.keep_best, options.best_metric,
-                              chief=chief)
+                              chief=chief, optional=tuple(optional))
     restored = checkpoints.restore_latest()
     step = callbacks.current_step(model)
     epoch, index = (int(v) for v in model.data_position.numpy())
@@ -124,6 +127,12 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     if step >= options.train_steps:
         logging.info("already trained for %d steps (--train_steps=%d): nothing to do", step,
                      options.train_steps)
+        return []
+    if early_stopping is not None and early_stopping.stopped:
+        logging.info("stopped early at step %d: validation %s did not improve for %d "
+                     "validations (--early_stopping_patience=%d): nothing to do", step,
+                     options.best_metric, int(early_stopping.waited.numpy()),
+                     options.early_stopping_patience)
         return []
 
     batching = training_batching(model, options)
@@ -160,7 +169,7 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
         checkpoints, writer, train_steps=options.train_steps, save_every=options.save_every,
         validate_every=None if options.validate_per_epoch else options.validate_every,
         log_every=options.log_every, validator=validator,
-        lr_controller=lr_controller)
+        lr_controller=lr_controller, early_stopping=early_stopping)
     # The one header of a run; then the schedule logs progress (TensorBoard keeps the detail).
     logging.info("training %s: %s parameters; data %s %s-%s %s%s; steps %d to %d; %s",
                  config["model"], f"{model.count_params():,}", spec.source, spec.source_lang,

@@ -1,0 +1,185 @@
+"""`tfnmt experiment`: a tiny experiment (2 systems x 2 seeds, a few steps on the synthetic corpus)
+run in shares, interrupted, resumed, and its report checked against sacreBLEU."""
+
+import glob
+import json
+import os
+
+import pytest
+import sacrebleu
+from sacrebleu.significance import PairedTest
+
+from conftest import REPO, TINY_MODEL_FLAGS, run_cli
+
+STEPS = 10
+
+
+def _write(path, lines):
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def experiment(corpus, tmp_path_factory):
+    """An experiment file and where its runs go."""
+    base = tmp_path_factory.mktemp("experiment")
+    small = _write(base / "small.cfg", TINY_MODEL_FLAGS)
+    # Another system: a narrower feed-forward layer (a flagfile may include another).
+    narrow = _write(base / "narrow.cfg", [f"--flagfile={small}", "--ffn_dim=16",
+                                           "--learning_rate=1e-2"])
+    config = _write(base / "tiny.cfg", [
+        "--experiment=tiny", f"--runs_dir={base / 'runs'}",
+        f"--systems=small={small},narrow={narrow}", "--seeds=1,2",
+        f"--train_steps={STEPS}", "--batch_tokens=256", "--batch_size=0",
+        f"--data=text:{corpus}", "--source_lang=en", "--target_lang=de",
+        "--max_source_length=20", "--max_target_length=20", "--warmup_steps=0",
+        "--log_every=5", "--validate_every=5", "--save_every=5", "--bleu_sentences=10",
+        "--beam_size=1", "--test_limit=20", "--length_buckets=3,5"])
+    return config, str(base / "runs" / "tiny")
+
+
+def _steps(root, run):
+    from tfnmt.experiments.runs import latest_step
+    return latest_step(os.path.join(root, run))
+
+
+def _report(root):
+    with open(os.path.join(root, "report.json")) as f:
+        return json.load(f)
+
+
+def test_tiny_experiment_in_shares_interrupted_resumed_and_reported(experiment, caplog):
+    config, root = experiment
+    runs = ["small/seed1", "narrow/seed1", "small/seed2", "narrow/seed2"]
+    # Share 1 of 4, the first run only, interrupted halfway (a smaller budget stands in for a
+    # kill).
+    assert run_cli("experiment", f"--flagfile={config}", "--shard=1/4",
+                   f"--train_steps={STEPS // 2}") == 0
+    assert [_steps(root, r) for r in runs] == [STEPS // 2, 0, 0, 0]
+    assert run_cli("experiment", f"--flagfile={config}", "--report_only") == 0
+    partial = _report(root)
+    assert [r["status"] for r in partial["runs"]] == ["partial"] + ["not started"] * 3
+    with open(os.path.join(root, "report.md")) as f:
+        assert "Partial experiment" in f.read()
+    assert partial["results"]["test"]["small"]["bleu_mean"] is None
+
+    # The whole experiment: the interrupted run resumes from its checkpoint.
+    with caplog.at_level("INFO"):
+        assert run_cli("experiment", f"--flagfile={config}") == 0
+    assert f"resuming from {root}/small/seed1/ckpt/ckpt-{STEPS // 2}" in caplog.text
+    assert [_steps(root, r) for r in runs] == [STEPS] * 4
+    report = _report(root)
+    assert [r["status"] for r in report["runs"]] == ["complete"] * 4
+    row = report["results"]["test"]["narrow"]
+    assert row["runs"] == 2 and row["bleu_mean"] is not None and row["parameters"] > 0
+    assert row["sentences_per_second_mean"] > 0 and row["target_tokens_per_second_mean"] > 0
+    assert [b["bucket"] for b in row["length_buckets"]] == ["1-3", "4-5", ">5"]
+    # The validation curves: every validation, with the target tokens seen growing.
+    curve = report["runs"][0]["validation"]
+    assert [p["step"] for p in curve] == [5, 10]
+    assert 0 < curve[0]["target_tokens"] < curve[1]["target_tokens"]
+
+    # p-values are sacreBLEU's: the pooled bootstrap test, recomputed here from the files.
+    def lines(path):
+        with open(path) as f:
+            return f.read().splitlines()
+    references = lines(os.path.join(root, "data/test.ref"))
+    assert len(references) == 20
+    base = lines(f"{root}/small/seed1/test/test.hyp") + lines(f"{root}/small/seed2/test/test.hyp")
+    other = lines(f"{root}/narrow/seed1/test/test.hyp") + lines(f"{root}/narrow/seed2/test/test.hyp")
+    _, scores = PairedTest([("b", base), ("s", other)], {"BLEU": sacrebleu.metrics.BLEU()},
+                           [references * 2], test_type="bs")()
+    pooled = row["significance"]["pooled"]
+    assert pooled["bootstrap"]["bleu"] == pytest.approx(scores["BLEU"][1].p_value)
+    for p in [pooled] + list(row["significance"]["per_seed"].values()):
+        for test in ("bootstrap", "randomization"):
+            assert 0 <= p[test]["bleu"] <= 1 and 0 <= p[test]["chrf"] <= 1
+    assert set(row["significance"]["per_seed"]) == {"1", "2"}
+
+    # The plots: PNGs, with one thin line per seed and a bold mean per system in each panel.
+    assert report["plots"] == {"validation_bleu.png": 6, "validation_loss.png": 6,
+                               "length_bleu_test.png": 2}
+    for name in report["plots"]:
+        with open(os.path.join(root, name), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+    # Run again, it trains and scores nothing; rebuilt from what exists, the report is the same.
+    with open(os.path.join(root, "report.md")) as f:
+        markdown = f.read()
+    scored = [os.path.getmtime(os.path.join(root, r, "scores.json")) for r in runs]
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert run_cli("experiment", f"--flagfile={config}") == 0
+    assert caplog.text.count("is trained") == 4 and "training transformer" not in caplog.text
+    assert [os.path.getmtime(os.path.join(root, r, "scores.json")) for r in runs] == scored
+    assert run_cli("experiment", f"--flagfile={config}", "--report_only") == 0
+    assert _report(root) == report
+    with open(os.path.join(root, "report.md")) as f:
+        assert f.read() == markdown
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--shard=3/2", "--shard='3/2': give I/N"),
+    ("--systems=a=nowhere.cfg,b=nowhere.cfg", "flagfile nowhere.cfg does not exist"),
+    ("--seeds=1,x", "--seeds='1,x'"),
+])
+def test_bad_experiment_flags_are_one_line(experiment, flag, message, capsys):
+    config, _ = experiment
+    assert run_cli("experiment", f"--flagfile={config}", flag) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tfnmt experiment: error:") and message in err and "\n" not in err
+
+
+def test_a_failing_run_does_not_stop_the_others(experiment, tmp_path, capsys):
+    config, _ = experiment
+    broken = _write(tmp_path / "broken.cfg", ["--model=no_such_model"])
+    also = _write(tmp_path / "also.cfg", ["--model=no_such_model_either"])
+    assert run_cli("experiment", f"--flagfile={config}", f"--runs_dir={tmp_path}",
+                   f"--systems=a={broken},b={also}", "--seeds=1") == 2
+    err = capsys.readouterr().err
+    assert "no_such_model" in err and "no_such_model_either" in err  # both were tried
+    assert err.strip().splitlines()[-1] == (
+        "tfnmt experiment: error: 2 run(s) failed: a/seed1, b/seed1 (the lines above say why); "
+        "run the same command again once fixed: the others are kept")
+    with open(tmp_path / "tiny" / "report.json") as f:
+        assert [r["status"] for r in json.load(f)["runs"]] == ["not started"] * 2
+
+
+def test_an_experiment_needs_one_budget(tmp_path, capsys):
+    config = _write(tmp_path / "x.cfg", ["--experiment=x", "--systems=a=x.cfg,b=x.cfg"])
+    assert run_cli("experiment", f"--flagfile={config}") == 2
+    assert "one budget" in capsys.readouterr().err
+
+
+EXPERIMENTS = sorted(glob.glob(os.path.join(REPO, "configs", "experiments", "*.cfg")))
+
+
+def test_there_is_an_experiment_per_paper():
+    names = {os.path.basename(p)[:-len(".cfg")] for p in EXPERIMENTS}
+    assert {"densenmt", "deeplau", "deeplau-2x2", "deep_representations", "ctc_nat",
+            "conv_encoder"} <= names
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=[os.path.basename(p) for p in EXPERIMENTS])
+def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
+    monkeypatch.chdir(REPO)  # experiment files name flagfiles by paths from the repository root
+    from tfnmt.cli import experiment
+    from tfnmt.cli.flags import FLAGS, read
+    from tfnmt.experiments.options import ExperimentOptions
+    from tfnmt.models import registry
+    FLAGS.unparse_flags()
+    try:
+        FLAGS(["tfnmt", f"--flagfile={path}"])
+        spec = experiment.spec_from_flags(read(ExperimentOptions))
+        assert spec["budget"]["train_steps"] == 1500 and spec["budget"]["batch_tokens"] == 2048
+        assert spec["seeds"] == [1, 2] and spec["test_splits"] == ["test"]
+        forwarded = experiment.forwarded_flags()
+        assert "--train_steps=1500" in forwarded and "--batch_tokens=2048" in forwarded
+        for name, flagfile in spec["systems"]:
+            FLAGS.unparse_flags()
+            FLAGS(["tfnmt", f"--flagfile={flagfile}", *forwarded])
+            registry.get(FLAGS.model)
+            assert FLAGS.train_steps == 1500, name  # the experiment's budget wins
+    finally:
+        FLAGS.unparse_flags()

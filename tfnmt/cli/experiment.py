@@ -1,0 +1,108 @@
+"""tfnmt experiment: train every (system, seed) of an experiment file at one budget, score the
+final checkpoints and write the report (tfnmt/experiments/).
+
+An experiment file (configs/experiments/*.cfg) is a flagfile: --experiment, --systems, --seeds,
+the budget (--train_steps and --batch_tokens or --batch_size), and any other `train` or decoding
+flag. Every `train` flag it sets is passed to each run after the system's own flagfile, so the
+budget, data and validation settings are the same for every system; its decoding flags also
+decode the test splits.
+"""
+
+import os
+
+from absl import logging
+
+from tfnmt.cli import common, main
+from tfnmt.cli.flags import FLAGS, read
+from tfnmt.data import sources
+from tfnmt.errors import ConfigError, UserError
+from tfnmt.evaluation import bleu, length_buckets
+from tfnmt.experiments import options as options_lib
+from tfnmt.experiments import report as report_lib
+from tfnmt.experiments import runs as runs_lib
+from tfnmt.experiments.options import ExperimentOptions
+
+BUDGET = ("train_steps", "batch_tokens", "batch_size", "accumulate_steps")
+# Set per run, or by the experiment itself.
+_NOT_FORWARDED = {"model_dir", "seed", "evaluate_at_end"}
+
+
+def forwarded_flags():
+    """The experiment's own `train` flags, as arguments (they follow the system's flagfile)."""
+    from tfnmt.cli.verbs import VERBS
+    train = VERBS["train"]
+    # Those `train` reads in every mode: it refuses the others on its command line.
+    return [FLAGS[name].serialize() for name in sorted(train.names() - _NOT_FORWARDED)
+            if FLAGS[name].present and None in train.modes(name)]
+
+
+def spec_from_flags(o):
+    if not o.experiment:
+        raise ConfigError("--experiment is required: the name of the experiment")
+    if not FLAGS["train_steps"].present or not (FLAGS["batch_tokens"].present
+                                               or FLAGS["batch_size"].present):
+        raise ConfigError("an experiment has one budget for every system: set --train_steps and "
+                          "--batch_tokens (or --batch_size) in it")
+    edges = length_buckets.parse_edges(FLAGS.length_buckets) if FLAGS.length_buckets else None
+    decoding = dict(common.decode_options())
+    return {
+        "experiment": o.experiment,
+        "systems": options_lib.systems(o.systems),
+        "seeds": options_lib.seeds(o.seeds),
+        "budget": {name: FLAGS[name].value for name in BUDGET},
+        "test_splits": ([s.strip() for s in o.test_splits.split(",") if s.strip()]
+                        or [sources.default_splits(common.data_spec())[2]]),
+        "decoding": decoding,
+        "target_lang": FLAGS.target_lang,
+        "tokenize": FLAGS.bleu_tokenize,
+        "scoring": {"decode_options": decoding, "decode_batch_size": FLAGS.decode_batch_size,
+                    "test_limit": FLAGS.test_limit, "length_edges": edges,
+                    "tokenize": FLAGS.bleu_tokenize, "manual_dir": FLAGS.manual_dir,
+                    "tfds_data_dir": FLAGS.tfds_data_dir},
+    }
+
+
+def run():
+    o = read(ExperimentOptions)
+    spec = spec_from_flags(o)
+    index, count = options_lib.shard(o.shard)
+    bleu.metric(target_lang=spec["target_lang"], tokenize=spec["tokenize"])
+    root = os.path.join(o.runs_dir, o.experiment)
+    common.check_output_dir(root, "runs_dir")
+    os.makedirs(root, exist_ok=True)
+    budget = spec["budget"]["train_steps"]
+    # Read now: each run's `train` parses the flags anew.
+    forwarded = forwarded_flags()
+    scoring = dict(spec["scoring"], test_splits=spec["test_splits"])
+    mine = runs_lib.share(runs_lib.plan(root, spec["systems"], spec["seeds"]), index, count)
+    failed = []
+    if not o.report_only:
+        for position, run in enumerate(mine, start=1):
+            # A run that fails (bad settings, a diverged loss) must not stop an experiment left
+            # to run for days: the others go on, and the command ends with an error.
+            try:
+                if runs_lib.trained(run, budget):
+                    logging.info("experiment: %s is trained (%d of %d): skipped", run.name,
+                                 position, len(mine))
+                else:
+                    logging.info("experiment: run %d of %d: %s", position, len(mine), run.name)
+                    runs_lib.train(run, forwarded, budget, main.main)
+                if not runs_lib.scored(run, spec["test_splits"]):
+                    runs_lib.score(run, root, scoring)
+            except (UserError, FloatingPointError) as e:
+                logging.error("experiment: %s failed: %s; going on with the other runs",
+                              run.name, e)
+                failed.append(run.name)
+    report = report_lib.write(root, spec)
+    done = sum(entry["status"] == "complete" for entry in report["runs"])
+    print(f"{os.path.join(root, 'report.md')}: {done} of {len(report['runs'])} runs complete")
+    for split in report["test_splits"]:
+        if split in report["signatures"]:
+            print(f"  {split} BLEU signature: {report['signatures'][split]['bleu']}")
+        for name, row in report["results"][split].items():
+            if row["bleu_mean"] is not None:
+                print(f"  {split} {name}: BLEU {row['bleu_mean']:.2f} ± {row['bleu_std']:.2f} "
+                      f"({row['runs']} runs)")
+    if failed:
+        raise UserError(f"{len(failed)} run(s) failed: {', '.join(failed)} (the lines above say "
+                        "why); run the same command again once fixed: the others are kept")

@@ -1,0 +1,187 @@
+"""The runs of an experiment: one (system, seed) each, in RUNS_DIR/EXPERIMENT/SYSTEM/seedN.
+
+A run trains through the normal `tfnmt train` path (so it resumes from its own checkpoints) and
+records what it has done in files beside its checkpoints, so that an experiment can be stopped
+and started again at any point, and its runs spread over machines:
+  run.json            written when `train` returned: the step it reached and the budget it had;
+  scores.json         the test scores of the checkpoint of `step` (BLEU, chrF, by length, speed);
+  test/SPLIT.hyp      that checkpoint's translations of each test split (for significance tests).
+The sources and references of each test split are kept once per experiment, in data/.
+"""
+
+import dataclasses
+import gc
+import json
+import os
+import time
+
+from absl import logging
+
+from tfnmt.errors import ConfigError, UserError
+
+RUN_FILE, SCORES_FILE = "run.json", "scores.json"
+
+
+@dataclasses.dataclass
+class Run:
+    system: str
+    seed: int
+    flagfile: str
+    directory: str
+
+    @property
+    def name(self):
+        return f"{self.system}/seed{self.seed}"
+
+
+def plan(root, systems, seeds):
+    """Every run, seed by seed (so that a first seed of every system is done first)."""
+    return [Run(name, seed, flagfile, os.path.join(root, name, f"seed{seed}"))
+            for seed in seeds for name, flagfile in systems]
+
+
+def share(runs, index, count):
+    return [run for i, run in enumerate(runs) if i % count == index]
+
+
+def read_json(path, default=None):
+    if not os.path.isfile(path):
+        return default
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_json(path, value):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def latest_step(directory):
+    """The step of the newest checkpoint of a run (0 if none)."""
+    import tensorflow as tf
+    from tfnmt.training.checkpoints import LAST_DIR
+    path = tf.train.latest_checkpoint(os.path.join(directory, LAST_DIR))
+    return int(path.rsplit("-", 1)[1]) if path else 0
+
+
+def trained(run, budget_steps):
+    """Whether `train` finished this run at this budget (its step budget, or early stopping)."""
+    record = read_json(os.path.join(run.directory, RUN_FILE))
+    return bool(record) and record["budget_steps"] == budget_steps \
+        and record["step"] == latest_step(run.directory)
+
+
+def train(run, forwarded, budget_steps, command):
+    """Trains (or resumes) one run through `tfnmt train`: the system's flagfile, then the
+    experiment's own flags (the budget, data, decoding: equal for every system), then its seed
+    and directory. command: the CLI's entry point (argv -> exit status)."""
+    import keras
+    args = ["tfnmt", "train", f"--flagfile={run.flagfile}", *forwarded,
+            f"--model_dir={run.directory}", f"--seed={run.seed}", "--evaluate_at_end=false"]
+    logging.info("experiment: training %s (%s)", run.name, run.directory)
+    status = command(args)
+    keras.backend.clear_session()
+    gc.collect()
+    if status != 0:
+        raise UserError("training did not finish (the line above says why)")
+    os.makedirs(run.directory, exist_ok=True)
+    write_json(os.path.join(run.directory, RUN_FILE),
+               {"system": run.system, "seed": run.seed, "flagfile": run.flagfile,
+                "budget_steps": budget_steps, "step": latest_step(run.directory)})
+
+
+def scored(run, splits):
+    """Whether the newest checkpoint of a run is scored on every split of `splits`."""
+    scores = read_json(os.path.join(run.directory, SCORES_FILE))
+    return (scores is not None and scores["step"] == latest_step(run.directory)
+            and all(split in scores["tests"] for split in splits))
+
+
+def hypotheses_path(run, split):
+    return os.path.join(run.directory, "test", f"{split}.hyp")
+
+
+def data_path(root, split, side):
+    return os.path.join(root, "data", f"{split}.{side}")
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().split("\n")[:-1]
+
+
+def write_lines(path, lines):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("".join(line.replace("\n", " ") + "\n" for line in lines))
+    os.replace(tmp, path)
+
+
+def _test_data(root, spec, split, limit):
+    """(sources, references) of a test split; kept in ROOT/data, and every run of the experiment
+    must be scored on the same ones."""
+    from tfnmt.data import sources as sources_lib
+    source_lines, references = sources_lib.references(spec, split, limit)
+    paths = data_path(root, split, "src"), data_path(root, split, "ref")
+    if os.path.isfile(paths[1]):
+        if read_lines(paths[0]) != source_lines or read_lines(paths[1]) != references:
+            raise ConfigError(f"the {split} split of {spec.source} differs from the one this "
+                              f"experiment's other runs were scored on ({paths[1]}): give every "
+                              "system the same data (and --test_limit)")
+    else:
+        write_lines(paths[0], source_lines)
+        write_lines(paths[1], references)
+    return source_lines, references
+
+
+def score(run, root, settings):
+    """Scores the newest checkpoint of a run on each test split; writes scores.json and the
+    translations. settings: test_splits, test_limit, decode_options, decode_batch_size,
+    length_edges, tokenize, manual_dir, tfds_data_dir."""
+    import keras
+    from tfnmt import model_dir as model_dir_lib
+    from tfnmt.data import sources as sources_lib
+    from tfnmt.decoding.translator import Translator, translate_sentences
+    from tfnmt.evaluation import bleu, length_buckets
+    from tfnmt.training import checkpoints
+
+    keras.mixed_precision.set_global_policy("float32")
+    config, model, source_vocab, target_vocab = model_dir_lib.load(run.directory)
+    path = checkpoints.resolve(run.directory)
+    checkpoints.restore_model(model, path)
+    translator = Translator(model, source_vocab, target_vocab, **settings["decode_options"])
+    data = config["data"]
+    spec = sources_lib.DataSpec(data["data"], data["source_lang"], data["target_lang"],
+                                settings["manual_dir"], settings["tfds_data_dir"])
+    splits = settings["test_splits"]
+    scoring = {"target_lang": spec.target_lang, "tokenize": settings["tokenize"]}
+    result = {"step": latest_step(run.directory), "checkpoint": os.path.basename(path),
+              "parameters": int(model.count_params()), "tests": {}}
+    for split in splits:
+        source_lines, references = _test_data(root, spec, split, settings["test_limit"])
+        # One batch first, so that tracing the decoder is not counted as decoding time.
+        translate_sentences(translator, source_lines[:settings["decode_batch_size"]],
+                            settings["decode_batch_size"])
+        start = time.time()
+        hypotheses = translate_sentences(translator, source_lines, settings["decode_batch_size"])
+        seconds = max(time.time() - start, 1e-9)
+        write_lines(hypotheses_path(run, split), hypotheses)
+        scores = bleu.score(hypotheses, references, **scoring)
+        test = {"bleu": scores["bleu"], "chrf": scores["chrf"],
+                "bleu_signature": scores["bleu_signature"],
+                "chrf_signature": scores["chrf_signature"], "sentences": len(hypotheses),
+                "decode_seconds": seconds, "sentences_per_second": len(hypotheses) / seconds}
+        if settings["length_edges"]:
+            test["length_buckets"], _ = length_buckets.bucket_scores(
+                source_lines, hypotheses, references, settings["length_edges"], **scoring)
+        result["tests"][split] = test
+        logging.info("experiment: %s %s: BLEU %.2f  chrF %.2f  (%.1f sentences/s)", run.name,
+                     split, test["bleu"], test["chrf"], test["sentences_per_second"])
+    write_json(os.path.join(run.directory, SCORES_FILE), result)
+    keras.backend.clear_session()
+    gc.collect()
+    return result
