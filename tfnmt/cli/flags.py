@@ -59,9 +59,14 @@ def enum(name, default, choices, help_text):
     _add(name)
 
 
+OPTION_CLASSES = []  # every options dataclass that declares flags, in order
+
+
 def options(cls, only=None, skip=()):
     """One flag per field of an options dataclass (tfnmt/options.py), in the current group:
     the fields named in `only` (default all) but not in `skip`."""
+    if cls not in OPTION_CLASSES:
+        OPTION_CLASSES.append(cls)
     for field, help_text, bounds, choices in tfnmt_options.declared(cls):
         if (only is not None and field.name not in only) or field.name in skip:
             continue
