@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import EOS_ID
 from tfnmt.decoding.beam_search import beam_search, length_penalty, max_lengths
+from tfnmt.decoding.sampling import sample
 
 V = 8
 
@@ -90,3 +91,76 @@ def test_n_best_larger_than_beam_is_refused():
     model = TableModel(_table({2: {4: 1.0}}))
     with pytest.raises(ValueError, match="n_best"):
         _decode(model, [3], beam=2, n_best=3)
+
+
+# --- no_repeat_ngram_size, sampling ---------------------------------------------------------
+
+# After bos: 4, then 4 -> 5 -> 4 -> 5 ... (the loop a model stuck on "oder oder" falls into);
+# eos is never likely, so only the length limit ends a hypothesis.
+LOOPING = _table({2: {4: 0.9, 6: 0.1}, 4: {5: 0.8, 6: 0.1, 7: 0.1}, 5: {4: 0.8, 6: 0.1, 7: 0.1},
+                  6: {4: 0.5, 7: 0.5}, 7: {5: 0.5, 6: 0.5}})
+
+
+def _repeats(tokens, n):
+    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+def _tokens(row):
+    return [int(t) for t in row if t != 0]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_no_repeat_ngram_size_stops_a_loop_in_beam_and_greedy_search(n):
+    model = TableModel(LOOPING)
+    for beam in (1, 3):
+        # The length penalty makes the loop beat the (unlikely) empty hypothesis.
+        loops, _ = _decode(model, [12], beam=beam, alpha=1.0)
+        assert _repeats(_tokens(loops.numpy()[0, 0]), n)
+        ids, _ = beam_search(model, {"x": tf.zeros([1, 1])}, tf.constant([12]), beam, 1.0,
+                             n_best=beam, no_repeat_ngram_size=n)
+        for hypothesis in ids.numpy()[0]:
+            assert not _repeats(_tokens(hypothesis), n), (beam, hypothesis)
+    # With 4 tokens and no 1-gram repeated, the hypothesis must end after at most 4 of them.
+    if n == 1:
+        assert len(_tokens(ids.numpy()[0, 0])) <= 4
+
+
+def test_no_repeat_ngram_size_applies_to_sampling():
+    ids, _ = sample(TableModel(LOOPING), {"x": tf.zeros([6, 1])}, tf.constant([12] * 6),
+                    topk=0, seed=3, no_repeat_ngram_size=2)
+    for row in ids.numpy()[:, 0]:
+        assert not _repeats(_tokens(row), 2), row
+
+
+def _random_model(seed):
+    rng = np.random.default_rng(seed)
+    table = rng.dirichlet(np.full(V, 0.7), size=V)
+    table[:, 0] = table[:, 1] = 1e-6  # pad and bos are banned anyway
+    return TableModel(table / table.sum(1, keepdims=True))
+
+
+def test_sampling_top1_is_greedy_search():
+    model = _random_model(0)
+    memory = {"x": tf.zeros([5, 1])}
+    limits = tf.constant([3, 6, 9, 12, 20])
+    greedy, greedy_scores = beam_search(model, memory, limits, 1, 0.0)
+    for seed in (0, 1):
+        sampled, scores = sample(model, memory, limits, topk=1, seed=seed, alpha=0.0)
+        np.testing.assert_array_equal(sampled.numpy(), greedy.numpy())
+        np.testing.assert_allclose(scores.numpy(), greedy_scores.numpy(), rtol=1e-5)
+
+
+def test_sampling_is_reproducible_by_seed_and_varies_across_seeds():
+    model = _random_model(1)
+    memory = {"x": tf.zeros([8, 1])}
+    limits = tf.constant([10] * 8)
+
+    def draw(seed, **kw):
+        return [_tokens(row) for row in sample(model, memory, limits, seed=seed, **kw)[0][:, 0]]
+    assert draw(7) == draw(7)
+    assert draw(7) != draw(8)
+    assert draw(7, temperature=0.5) != draw(7)
+    # Translations end with eos (stripped) or at the limit, never hold pad or bos.
+    for tokens in draw(7):
+        assert len(tokens) < 10 and 1 not in tokens

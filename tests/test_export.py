@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import tensorflow as tf
 
 from conftest import run_cli
 from tfnmt import model_dir
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.training import checkpoints
 from tfnmt.export import saved_model
@@ -72,7 +74,7 @@ def test_fresh_process_reproduces_in_process_translations(trained_model, exporte
     _, model, source_vocab, target_vocab = model_dir.load(trained_model)
     checkpoints.restore_model(model, checkpoints.resolve(trained_model))
     # The export used the CLI's decoding defaults, which are Translator's defaults.
-    translator = Translator(model, source_vocab, target_vocab, beam_size=3)
+    translator = Translator(model, source_vocab, target_vocab, DecodingOptions(beam_size=3))
     local = translator.translate(tf.constant(SENTENCES))
     assert served["t"] == [t.decode() for t in local["translations"].numpy()]
     assert served["s"] == local["scores"].numpy().tolist()
@@ -85,3 +87,20 @@ def test_existing_version_is_refused(trained_model, exported, capsys):
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
                    "--export_name=tiny", "--export_version=1") == 2
     assert "exists already" in capsys.readouterr().err
+
+
+def test_export_records_its_decoding_options_and_older_names_still_load(exported, tmp_path):
+    info = saved_model.read_export_info(exported[1])
+    assert info["decoding"] == DecodingOptions(beam_size=3).record()
+    # An export written before max_source_length became max_input_length (and penalty_mode
+    # length_penalty_mode), without the fields added since.
+    old = shutil.copytree(exported[1], tmp_path / "old")
+    info["decoding"] = {"beam_size": 3, "length_penalty": 0.6, "penalty_mode": "length",
+                        "max_length_ratio": 1.5, "max_length_offset": 10,
+                        "max_decode_length": 256, "max_source_length": 77, "long_input": "chunk"}
+    with open(old / saved_model.EXPORT_INFO, "w") as f:
+        json.dump(info, f)
+    translator = saved_model.SavedModelTranslator(str(old))
+    assert translator.options == DecodingOptions(beam_size=3, length_penalty_mode="length",
+                                                 max_input_length=77)
+    assert translator.beam_size == 3

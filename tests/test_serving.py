@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from conftest import REPO, run_cli
 from tfnmt import model_dir as model_dir_lib
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
 from tfnmt.serving import config as config_lib
@@ -70,7 +71,7 @@ def _post(url, body):
 def _in_process(trained_model, beam_size, sentences):
     _, model, source_vocab, target_vocab = model_dir_lib.load(trained_model)
     checkpoints.restore_model(model, checkpoints.resolve(trained_model))
-    translator = Translator(model, source_vocab, target_vocab, beam_size=beam_size)
+    translator = Translator(model, source_vocab, target_vocab, DecodingOptions(beam_size=beam_size))
     out = translator.translate(tf.constant(sentences))
     return [t.decode() for t in out["translations"].numpy()], out["scores"].numpy()
 

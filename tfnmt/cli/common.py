@@ -63,11 +63,7 @@ def splits(spec):
 
 
 def decode_options():
-    o = read(DecodingOptions)
-    return dict(beam_size=o.beam_size, length_penalty=o.length_penalty,
-                penalty_mode=o.length_penalty_mode, max_length_ratio=o.max_length_ratio,
-                max_length_offset=o.max_length_offset, max_decode_length=o.max_decode_length,
-                max_source_length=o.max_input_length, long_input=o.long_input)
+    return read(DecodingOptions)
 
 
 def load_translator():
@@ -80,7 +76,7 @@ def load_translator():
     path = checkpoints.resolve(FLAGS.model_dir, FLAGS.checkpoint)
     checkpoints.restore_model(model, path)
     logging.info("restored %s", path)
-    return config, Translator(model, source_vocab, target_vocab, **decode_options())
+    return config, Translator(model, source_vocab, target_vocab, decode_options())
 
 
 def check_long_inputs(translator, sentences, where):
@@ -94,7 +90,7 @@ def check_long_inputs(translator, sentences, where):
         return
     import tensorflow as tf
     lengths = translator.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
-    lengths = [min(int(n), translator.max_source_length) for n in lengths]
+    lengths = [min(int(n), translator.max_input_length) for n in lengths]
     long = [number for number, n in enumerate(lengths, start=1) if n > window - 1]
     if not long:
         return
@@ -109,34 +105,6 @@ def check_long_inputs(translator, sentences, where):
                  len(sentences), window - 1, shown)
 
 
-class SavedModelTranslator:
-    """An exported model behind the same `translate` interface as Translator, through one of its
-    signatures (`serving_default`, or e.g. `beam` of a non-autoregressive model)."""
-
-    def __init__(self, path, signature="serving_default", module=None):
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-        if not os.path.isfile(os.path.join(path, "saved_model.pb")):
-            raise ConfigError(f"no SavedModel in {path} (expected DIR/NAME/VERSION/saved_model.pb)")
-        from tfnmt.export.saved_model import read_export_info
-        self.module = module or tf.saved_model.load(path)
-        if signature not in self.module.signatures:
-            raise ConfigError(f"{path} has no signature {signature!r}; it has "
-                              f"{', '.join(sorted(self.module.signatures))}")
-        self.signature_name = signature
-        self.signature = self.module.signatures[signature]
-        info = read_export_info(path)
-        self.config = info.get("config") or None
-        self.beam_size = (info.get("signatures", {}).get(signature, {}).get("beam_size")
-                          or info.get("decoding", {}).get("beam_size"))
-
-    def signatures(self):
-        return sorted(self.module.signatures)
-
-    def translate(self, text):
-        return self.signature(text=text)
-
-
 def translator_from_flags():
     """(config or None, translator) from --server, --saved_model, else --model_dir's checkpoint."""
     if FLAGS.server:
@@ -147,11 +115,11 @@ def translator_from_flags():
                                retries=FLAGS.server_retries, timeout=FLAGS.server_timeout)
         return None, RemoteTranslator(client)
     if FLAGS.saved_model:
-        from tfnmt.export import tflite
+        from tfnmt.export import saved_model, tflite
         if os.path.isfile(os.path.join(FLAGS.saved_model, tflite.MODEL_FILE)):
             translator = tflite.TFLiteTranslator(FLAGS.saved_model)
         else:
-            translator = SavedModelTranslator(FLAGS.saved_model, FLAGS.signature)
+            translator = saved_model.SavedModelTranslator(FLAGS.saved_model, FLAGS.signature)
         return translator.config, translator
     return load_translator()
 

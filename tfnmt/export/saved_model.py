@@ -15,6 +15,7 @@ import os
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
 from tfnmt.export.versions import write_version
 
@@ -35,7 +36,7 @@ def export(translator, export_dir, name, version=0, config=None):
         signatures = translator.export_signatures()
         tf.saved_model.save(_servable(translator), staging,
                             signatures={name: fn for name, (fn, _) in signatures.items()})
-        info = {"config": config or {}, "decoding": translator.decoding_options(),
+        info = {"config": config or {}, "decoding": translator.options.record(),
                 "signatures": {name: {"beam_size": beam} for name, (_, beam) in signatures.items()}}
         os.makedirs(os.path.join(staging, "assets.extra"), exist_ok=True)
         with open(os.path.join(staging, EXPORT_INFO), "w") as f:
@@ -72,6 +73,33 @@ def read_export_info(path):
             return json.load(f)
     except (OSError, json.JSONDecodeError):
         return {}
+
+
+class SavedModelTranslator:
+    """An exported model behind the same `translate` interface as Translator, through one of its
+    signatures (`serving_default`, or e.g. `beam` of a non-autoregressive model)."""
+
+    def __init__(self, path, signature="serving_default", module=None):
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+        if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+            raise ConfigError(f"no SavedModel in {path} (expected DIR/NAME/VERSION/saved_model.pb)")
+        self.module = module or tf.saved_model.load(path)
+        if signature not in self.module.signatures:
+            raise ConfigError(f"{path} has no signature {signature!r}; it has "
+                              f"{', '.join(sorted(self.module.signatures))}")
+        self.signature_name = signature
+        self.signature = self.module.signatures[signature]
+        info = read_export_info(path)
+        self.config = info.get("config") or None
+        self.options = DecodingOptions.from_record(info.get("decoding"))
+        self.beam_size = (info.get("signatures", {}).get(signature, {}).get("beam_size")
+                          or self.options.beam_size)
+
+    def signatures(self):
+        return sorted(self.module.signatures)
+
+    def translate(self, text):
+        return self.signature(text=text)
 
 
 def graph_ops(path):
