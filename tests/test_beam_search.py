@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfnmt.data.vocab import EOS_ID
+from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from tfnmt.decoding.beam_search import beam_search, length_penalty, max_lengths
-from tfnmt.decoding.sampling import sample
+from tfnmt.decoding import strategies
+from tfnmt.decoding.options import DecodingOptions
+from tfnmt.decoding.sampling import sampler, search
+from tfnmt.errors import ConfigError
 
 V = 8
 
@@ -101,6 +104,10 @@ LOOPING = _table({2: {4: 0.9, 6: 0.1}, 4: {5: 0.8, 6: 0.1, 7: 0.1}, 5: {4: 0.8, 
                   6: {4: 0.5, 7: 0.5}, 7: {5: 0.5, 6: 0.5}})
 
 
+def sample(model, memory, limits, topk=0, temperature=1.0, seed=0, **kwargs):
+    return search(model, memory, limits, sampler(topk, temperature, seed), **kwargs)
+
+
 def _repeats(tokens, n):
     grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
     return len(grams) != len(set(grams))
@@ -121,9 +128,13 @@ def test_no_repeat_ngram_size_stops_a_loop_in_beam_and_greedy_search(n):
                              n_best=beam, no_repeat_ngram_size=n)
         for hypothesis in ids.numpy()[0]:
             assert not _repeats(_tokens(hypothesis), n), (beam, hypothesis)
-    # With 4 tokens and no 1-gram repeated, the hypothesis must end after at most 4 of them.
+    loops, _ = search(model, {"x": tf.zeros([1, 1])}, tf.constant([12]))
+    assert _repeats(_tokens(loops.numpy()[0, 0]), n)
+    ids, _ = search(model, {"x": tf.zeros([1, 1])}, tf.constant([12]), no_repeat_ngram_size=n)
+    assert not _repeats(_tokens(ids.numpy()[0, 0]), n)
+    # With 5 ordinary tokens (unk, 4-7) and no 1-gram repeated, eos comes after at most 5.
     if n == 1:
-        assert len(_tokens(ids.numpy()[0, 0])) <= 4
+        assert len(_tokens(ids.numpy()[0, 0])) <= 5
 
 
 def test_no_repeat_ngram_size_applies_to_sampling():
@@ -136,15 +147,28 @@ def test_no_repeat_ngram_size_applies_to_sampling():
 def _random_model(seed):
     rng = np.random.default_rng(seed)
     table = rng.dirichlet(np.full(V, 0.7), size=V)
-    table[:, 0] = table[:, 1] = 1e-6  # pad and bos are banned anyway
+    table[:, PAD_ID] = table[:, BOS_ID] = 1e-6  # banned anyway
     return TableModel(table / table.sum(1, keepdims=True))
 
 
-def test_sampling_top1_is_greedy_search():
+def test_greedy_search_takes_the_most_likely_token_and_sampling_top1_is_greedy():
     model = _random_model(0)
     memory = {"x": tf.zeros([5, 1])}
     limits = tf.constant([3, 6, 9, 12, 20])
-    greedy, greedy_scores = beam_search(model, memory, limits, 1, 0.0)
+    greedy, greedy_scores = search(model, memory, limits, alpha=0.0)
+    table = model.table.numpy()
+    for row, limit, score in zip(greedy.numpy()[:, 0], limits.numpy(), greedy_scores.numpy()[:, 0]):
+        tokens, last, total = _tokens(row), 2, 0.0
+        for i, token in enumerate(tokens + [EOS_ID]):
+            allowed = table[last].copy()
+            allowed[[PAD_ID, BOS_ID]] = -np.inf
+            if i + 1 == limit:
+                allowed[np.arange(V) != EOS_ID] = -np.inf
+            assert token == allowed.argmax()
+            total, last = total + table[last, token], token
+            if token == EOS_ID:
+                break
+        np.testing.assert_allclose(score, total, rtol=1e-5)
     for seed in (0, 1):
         sampled, scores = sample(model, memory, limits, topk=1, seed=seed, alpha=0.0)
         np.testing.assert_array_equal(sampled.numpy(), greedy.numpy())
@@ -163,4 +187,20 @@ def test_sampling_is_reproducible_by_seed_and_varies_across_seeds():
     assert draw(7, temperature=0.5) != draw(7)
     # Translations end with eos (stripped) or at the limit, never hold pad or bos.
     for tokens in draw(7):
-        assert len(tokens) < 10 and 1 not in tokens
+        assert len(tokens) < 10 and BOS_ID not in tokens
+
+
+def test_the_models_family_and_the_options_pick_the_strategy():
+    class Autoregressive:
+        strategy_family = "autoregressive"
+
+    class CTC:
+        strategy_family = "ctc"
+    pick = lambda model, **kw: type(strategies.for_model(model, DecodingOptions(**kw)))
+    assert pick(Autoregressive()) is strategies.BeamSearch
+    assert pick(Autoregressive(), beam_size=1) is strategies.Greedy
+    assert pick(Autoregressive(), sampling=True) is strategies.Sampling
+    assert pick(CTC(), beam_size=1) is pick(CTC()) is strategies.CTCSearch
+    for refused in (dict(sampling=True), dict(no_repeat_ngram_size=2)):
+        with pytest.raises(ConfigError, match="not for a CTC model"):
+            pick(CTC(), **refused)

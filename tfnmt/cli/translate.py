@@ -1,7 +1,9 @@
 """tfnmt translate: translate a file or stdin, line by line, to stdout or a file, with a
 checkpoint (--model_dir), an export (--saved_model) or a served model (--server, --model).
 
-Lines keep their order and count: an empty input line gives an empty output line; a line with
+Lines keep their order and count (with --n_best=N > 1: N lines per input line, `INDEX |||
+TRANSLATION ||| SCORE`, INDEX counted from 0, best first): an empty input line gives an empty
+output line; a line with
 invalid UTF-8 is translated with U+FFFD in place of the bad bytes; a line longer than
 --max_input_length subwords is cut to it. Each case is reported on stderr with its line number.
 
@@ -83,7 +85,8 @@ def run():
     try:
         for index, text in translations(translator, lines, FLAGS.decode_batch_size,
                                         progress=console.stderr_is_terminal(),
-                                        window=STREAM_WINDOW_BATCHES * FLAGS.decode_batch_size):
+                                        window=STREAM_WINDOW_BATCHES * FLAGS.decode_batch_size,
+                                        n_best=FLAGS.n_best if FLAGS.n_best > 1 else 0):
             output.put(index, text)
     finally:
         output.close()

@@ -88,7 +88,7 @@ VERBS = {
     "translate": Verb(
         "translate a file or stdin",
         *TRANSLATOR,
-        [group("translation")]),
+        [group("translation"), "n_best"]),
     "export": Verb(
         "export a SavedModel for TF Serving",
         [group("model_dir"), group("decoding"), group("export")]),

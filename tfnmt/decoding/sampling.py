@@ -1,9 +1,13 @@
-"""Sampling for autoregressive models: each token drawn from the model's distribution, limited
-to the k most likely (top-k) and sharpened or flattened by a temperature, as fairseq's and
-OpenNMT-tf's sampling for back-translation (Edunov et al. 2018). With k = 1 it is greedy search.
+"""Greedy search and sampling for autoregressive models: one hypothesis per sentence, one token
+per step, until eos or the sentence's length limit (`next_log_probs` bans the same tokens as in
+beam search).
 
-Draws are stateless (`tf.random.stateless_categorical` seeded with (seed, step)), so the same
-seed, input and batch give the same output, in-process and in an export.
+- greedy: the most likely token (`choose=None`).
+- sampling: a token drawn from the model's distribution, limited to the k most likely (top-k)
+  and sharpened or flattened by a temperature, as fairseq's and OpenNMT-tf's sampling for
+  back-translation (Edunov et al. 2018). With k = 1 it is greedy search. Draws are stateless
+  (`tf.random.stateless_categorical` seeded with (seed, step)), so the same seed, input and
+  batch give the same output, in-process and in an export.
 """
 
 from typing import Any, NamedTuple
@@ -24,17 +28,30 @@ class SampleState(NamedTuple):
     model_state: Any  # the model's nest, B rows
 
 
-def sample(model, memory, max_length, topk=0, temperature=1.0, seed=0, alpha=0.6,
-           penalty_mode="gnmt", no_repeat_ngram_size=0):
-    """Draws one translation per sentence.
+def sampler(topk=0, temperature=1.0, seed=0):
+    """choose(log_probs [B, V], step) -> tokens [B]: a draw among the `topk` most likely tokens
+    (0 = all) of the distribution at `temperature`."""
+    def choose(log_probs, time):
+        logits = log_probs / temperature
+        if topk:
+            kth = tf.math.top_k(logits, k=tf.minimum(topk, tf.shape(logits)[1]))[0][:, -1:]
+            logits = tf.where(logits < kth, NEG_INF, logits)
+        return tf.random.stateless_categorical(logits, 1, seed=tf.stack([seed, time]),
+                                               dtype=tf.int32)[:, 0]
+    return choose
+
+
+def search(model, memory, max_length, choose=None, alpha=0.6, penalty_mode="gnmt",
+           no_repeat_ngram_size=0):
+    """One translation per sentence, token by token.
 
     Args:
       memory: the encoder output nest for B sentences.
       max_length: int32 [B], the most tokens (eos included) per sentence.
-      topk: draw among the k most likely tokens (0 = all).
+      choose: `sampler(...)`, or None for the most likely token.
     Returns:
       ids int32 [B, 1, T] padded with PAD_ID (eos removed), scores float32 [B, 1]: the
-      length-penalised log-probability of the drawn translation, as beam search scores one.
+      length-penalised log-probability of the translation, as beam search scores one.
     """
     batch = tf.shape(max_length)[0]
 
@@ -45,12 +62,10 @@ def sample(model, memory, max_length, topk=0, temperature=1.0, seed=0, alpha=0.6
     def body(s):
         log_probs, state = next_log_probs(model, s.ids, s.time, s.model_state, memory,
                                           max_length, no_repeat_ngram_size)
-        logits = log_probs / temperature
-        if topk:
-            kth = tf.math.top_k(logits, k=tf.minimum(topk, tf.shape(logits)[1]))[0][:, -1:]
-            logits = tf.where(logits < kth, NEG_INF, logits)
-        token = tf.random.stateless_categorical(logits, 1, seed=tf.stack([seed, s.time]),
-                                                dtype=tf.int32)[:, 0]
+        if choose is None:
+            token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        else:
+            token = choose(log_probs, s.time)
         token = tf.where(s.done, PAD_ID, token)
         chosen = tf.gather(log_probs, token, batch_dims=1)
         return (SampleState(

@@ -4,7 +4,7 @@ A strategy is called as `strategy(model, memory, source_lengths, n_best)` and re
 (ids int32 [B, n_best, T] padded with PAD_ID, scores float32 [B, n_best], best first). Which
 strategies a model can use follows its `strategy_family` (models/base.py):
 
-  autoregressive  BeamSearch (width 1: Greedy) or Sampling, over `initial_state`/`step`
+  autoregressive  BeamSearch, Greedy (--beam_size=1) or Sampling, over `initial_state`/`step`
   ctc             CTCSearch over `label_log_probs(memory)` and `blank_id`: greedy (parallel,
                   every frame at once) or TensorFlow's CTC prefix beam search
 
@@ -14,9 +14,8 @@ export serves (a CTC model's greedy fast path as serving_default, its beam searc
 
 import dataclasses
 
-from tfnmt.decoding import ctc
+from tfnmt.decoding import ctc, sampling
 from tfnmt.decoding.beam_search import beam_search, max_lengths
-from tfnmt.decoding.sampling import sample
 from tfnmt.errors import ConfigError
 
 
@@ -49,26 +48,29 @@ class BeamSearch(Strategy):
                            o.no_repeat_ngram_size)
 
 
-class Greedy(BeamSearch):
-    """Beam search of width 1: the most likely token at each step (see beam_search.py for the
-    one way it differs from a plain argmax loop under a length penalty)."""
-
-    def __init__(self, options):
-        super().__init__(dataclasses.replace(options, beam_size=1, n_best=1))
-
-
-class Sampling(Strategy):
-    """Top-k / temperature sampling (sampling.py), seeded by --sampling_seed."""
+class Greedy(Strategy):
+    """The most likely token at each step (sampling.py). Not a beam of width 1, which also keeps
+    each ending (eos) it passes and returns the best of them."""
 
     @property
     def width(self):
         return 1
 
+    def choose(self):
+        return None
+
     def __call__(self, model, memory, source_lengths, n_best=1):
         o = self.options
-        return sample(model, memory, self.limits(source_lengths), o.sampling_topk,
-                      o.sampling_temperature, o.sampling_seed, o.length_penalty,
-                      o.length_penalty_mode, o.no_repeat_ngram_size)
+        return sampling.search(model, memory, self.limits(source_lengths), self.choose(),
+                               o.length_penalty, o.length_penalty_mode, o.no_repeat_ngram_size)
+
+
+class Sampling(Greedy):
+    """Top-k / temperature sampling (sampling.py), seeded by --sampling_seed."""
+
+    def choose(self):
+        o = self.options
+        return sampling.sampler(o.sampling_topk, o.sampling_temperature, o.sampling_seed)
 
 
 class CTCSearch(Strategy):

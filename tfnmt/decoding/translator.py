@@ -20,8 +20,8 @@ class Translator(tf.Module):
     """Wraps a trained model and its vocabularies; decodes with one `DecodingOptions`.
 
     `translate(text [B] string) -> {"translations": string [B], "scores": float32 [B]}`;
-    `translate_n_best(text) -> {"translations": string [B, N], "scores": float32 [B, N]}`,
-    N = `options.n_best`, best first.
+    `translate_n_best(text, n) -> {"translations": string [B, n], "scores": float32 [B, n]}`,
+    best first, n <= `options.n_best` (the export's `n_best` signature: `n_best_signature`).
     Empty (or whitespace-only) inputs translate to the empty string with score 0.
     Inputs longer than `options.max_input_length` subwords are truncated to it (the model never
     saw longer sentences); the CLI warns about them before calling.
@@ -63,8 +63,14 @@ class Translator(tf.Module):
     def translate(self, text):
         return self._translate(text, self.strategy)
 
+    def translate_n_best(self, text, n):
+        """The `n` <= `options.n_best` best translations of each sentence."""
+        if n > self.options.n_best:
+            raise ConfigError(f"--n_best={n}: this translator keeps {self.options.n_best}")
+        return {key: value[:, :n] for key, value in self.n_best_signature(text).items()}
+
     @tf.function(input_signature=[TEXT])
-    def translate_n_best(self, text):
+    def n_best_signature(self, text):
         source, lengths = self.tokenize(text)
         n = self.options.n_best
         ids, scores = self.search(source, lengths, self.strategy, n)  # [B, N, T], [B, N]
@@ -86,7 +92,7 @@ class Translator(tf.Module):
                 input_signature=[TEXT])
             signatures[name] = (function.get_concrete_function(), strategy.width)
         if self.options.n_best > 1:
-            signatures["n_best"] = (self.translate_n_best.get_concrete_function(),
+            signatures["n_best"] = (self.n_best_signature.get_concrete_function(),
                                     self.strategy.width)
         return signatures
 
@@ -129,12 +135,13 @@ class Translator(tf.Module):
 STREAM_WINDOW_BATCHES = 8
 
 
-def translations(translator, sentences, batch_size, progress=False, window=0):
+def translations(translator, sentences, batch_size, progress=False, window=0, n_best=0):
     """Yields (index, translation) of `sentences` (list of str), a batch at a time.
 
     Batches are formed from sentences of similar length, so padding and the longest hypothesis
     of a batch cost less: sorted over the whole list, or over each `window` sentences in turn
-    (0 = the whole list). `translator` is a Translator or anything with the same `translate`.
+    (0 = the whole list). `translator` is a backend (decoding/backend.py). With `n_best` N > 0
+    a sentence's translation is its N best hypotheses as N lines (`n_best_lines`).
     """
     window = window or max(len(sentences), 1)
     bar = None
@@ -149,8 +156,13 @@ def translations(translator, sentences, batch_size, progress=False, window=0):
             order = sorted(span, key=lambda i: len(sentences[i]))
             for start in range(0, len(order), batch_size):
                 index = order[start:start + batch_size]
-                for i, text in zip(index, _translate_batch(translator, [sentences[i] for i in index])):
-                    yield i, text
+                batch = [sentences[i] for i in index]
+                if n_best:
+                    out = _translate_batch(translator.translate_n_best, batch, n_best)
+                    out = [n_best_lines(i, *hypotheses) for i, hypotheses in zip(index, out)]
+                else:
+                    out = _translate_batch(translator.translate, batch)
+                yield from zip(index, out)
                 if bar is not None:
                     bar.update(len(index))
     finally:
@@ -158,16 +170,27 @@ def translations(translator, sentences, batch_size, progress=False, window=0):
             bar.close()
 
 
-def _translate_batch(translator, batch):
+def n_best_lines(index, hypotheses, scores):
+    """A sentence's hypotheses in Moses' n-best format, best first, one line each:
+    `INDEX ||| TRANSLATION ||| SCORE`, INDEX the sentence's 0-based line in the input."""
+    return "\n".join(f"{index} ||| {text} ||| {score:.4f}" for text, score in zip(hypotheses, scores))
+
+
+def _translate_batch(translate, batch, *n_best):
+    """Texts [B], or with `n_best` (hypotheses [N], scores [N]) [B]."""
     try:
-        out = translator.translate(tf.constant(batch))["translations"]
+        out = translate(tf.constant(batch), *n_best)
     except tf.errors.InvalidArgumentError as error:
         # --long_input=error: a user error, reported in one line rather than a traceback.
         refused = re.search(r"\[([^\]]*%s[^\]]*)\]" % chunking.TOO_LONG, error.message)
         if not refused:
             raise
         raise DataError(refused.group(1)) from None
-    return [text.decode("utf-8") for text in out.numpy()]
+    texts = out["translations"].numpy().reshape(len(batch), -1)
+    texts = [[text.decode("utf-8") for text in row] for row in texts]
+    if n_best:
+        return list(zip(texts, out["scores"].numpy().tolist()))
+    return [row[0] for row in texts]
 
 
 def translate_sentences(translator, sentences, batch_size, progress=False):

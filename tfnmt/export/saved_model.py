@@ -76,8 +76,9 @@ def read_export_info(path):
 
 
 class SavedModelTranslator:
-    """An exported model behind the same `translate` interface as Translator, through one of its
-    signatures (`serving_default`, or e.g. `beam` of a non-autoregressive model)."""
+    """An exported model as a translation backend (decoding/backend.py): `translate` through
+    one of its signatures (`serving_default`, or e.g. `beam` of a non-autoregressive model),
+    `translate_n_best` through `n_best`."""
 
     def __init__(self, path, signature="serving_default", module=None):
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
@@ -87,6 +88,7 @@ class SavedModelTranslator:
         if signature not in self.module.signatures:
             raise ConfigError(f"{path} has no signature {signature!r}; it has "
                               f"{', '.join(sorted(self.module.signatures))}")
+        self.path = path
         self.signature_name = signature
         self.signature = self.module.signatures[signature]
         info = read_export_info(path)
@@ -100,6 +102,13 @@ class SavedModelTranslator:
 
     def translate(self, text):
         return self.signature(text=text)
+
+    def translate_n_best(self, text, n):
+        if "n_best" not in self.module.signatures or n > self.options.n_best:
+            raise ConfigError(f"--n_best={n}: {self.path} keeps {self.options.n_best} "
+                              f"hypotheses per sentence; export it with --n_best={n} or more")
+        out = self.module.signatures["n_best"](text=text)
+        return {key: value[:, :n] for key, value in out.items()}
 
 
 def graph_ops(path):

@@ -102,8 +102,8 @@ def export(translator, model_dir, export_dir, name, version=0, config=None, quan
 
 
 class TFLiteTranslator:
-    """Runs an exported flatbuffer with the LiteRT interpreter behind Translator's interface
-    (`translate(text [B]) -> {"translations", "scores"}`), one sentence at a time as on a phone."""
+    """Runs an exported flatbuffer with the LiteRT interpreter as a translation backend
+    (decoding/backend.py), one sentence at a time as on a phone; one translation each."""
 
     def __init__(self, path):
         from ai_edge_litert.interpreter import Interpreter
@@ -145,3 +145,7 @@ class TFLiteTranslator:
             scores.append(score)
         return {"translations": tf.constant(translations, tf.string),
                 "scores": tf.constant(scores, tf.float32)}
+
+    def translate_n_best(self, text, n):
+        raise ConfigError(f"--n_best={n}: a TFLite export gives one translation per sentence; "
+                          "use a SavedModel exported with --n_best")
