@@ -177,3 +177,20 @@ def test_sampling_is_seeded(trained_model, tmp_path, capsys):
     # k = 1 is greedy search (equal without a length penalty, see decoding/beam_search.py).
     assert (translate("--sampling", "--sampling_topk=1", "--length_penalty=0")
             == translate("--beam_size=1", "--length_penalty=0"))
+
+
+def test_one_factory_opens_every_backend_behind_one_interface(trained_model, exported):
+    from tfnmt.decoding.backend import Backend
+    from tfnmt.errors import ConfigError
+    from tfnmt.serving import backends
+    from tfnmt.serving.client import RemoteTranslator
+    config, backend = backends.open_backend(saved_model=exported[1])
+    assert isinstance(backend, saved_model.SavedModelTranslator) and config["model"] == "transformer"
+    config, backend = backends.open_backend(model_dir=trained_model,
+                                            options=DecodingOptions(beam_size=2))
+    assert isinstance(backend, Translator) and backend.beam_size == 2 and config["model"]
+    config, backend = backends.open_backend(server="http://127.0.0.1:9", served_model="tiny")
+    assert isinstance(backend, RemoteTranslator) and config is None
+    assert isinstance(backend, Backend)
+    with pytest.raises(ConfigError, match="drop --saved_model/--model_dir"):
+        backends.open_backend(server="http://127.0.0.1:9", model_dir=trained_model)

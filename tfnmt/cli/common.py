@@ -1,17 +1,13 @@
-"""What several commands need from the flags: the data spec, the decoding options, a model."""
+"""What several commands need from the flags: output checks, the data spec and splits, the
+decoding and training options, and the translation backend (serving/backends.py)."""
 
 import os
 
-import keras
-from absl import logging
-
-from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli.flags import FLAGS, read
 from tfnmt.data import sources
 from tfnmt.decoding.options import DecodingOptions
-from tfnmt.decoding.translator import Translator
-from tfnmt.errors import ConfigError, DataError, OutputError
-from tfnmt.training import checkpoints
+from tfnmt.errors import ConfigError, OutputError
+from tfnmt.serving import backends
 
 
 def require(*names):
@@ -67,61 +63,19 @@ def decode_options():
 
 
 def load_translator():
-    """A Translator from --model_dir's --checkpoint, with the decoding flags."""
+    """(config, Translator) from --model_dir's --checkpoint, with the decoding flags."""
     require("model_dir")
-    # Translation runs in float32 whatever precision trained the (float32) weights, so that
-    # in-process and exported translations agree.
-    keras.mixed_precision.set_global_policy("float32")
-    config, model, source_vocab, target_vocab = model_dir_lib.load(FLAGS.model_dir)
-    path = checkpoints.resolve(FLAGS.model_dir, FLAGS.checkpoint)
-    checkpoints.restore_model(model, path)
-    logging.info("restored %s", path)
-    return config, Translator(model, source_vocab, target_vocab, decode_options())
-
-
-def check_long_inputs(translator, sentences, where):
-    """Sources longer than the model's source window (conv_encoder's k̄): logged as translated
-    in chunks, or, with --long_input=error, refused with the first one's line number. Only an
-    in-process translator has the tokenizer at hand; an export refuses them in-graph."""
-    if hasattr(translator, "name_lines"):  # a served model: the server's limit is known later
-        translator.name_lines(sentences, where)
-    window = getattr(getattr(translator, "model", None), "source_window", None)
-    if not window or not sentences:
-        return
-    import tensorflow as tf
-    lengths = translator.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
-    lengths = [min(int(n), translator.max_input_length) for n in lengths]
-    long = [number for number, n in enumerate(lengths, start=1) if n > window - 1]
-    if not long:
-        return
-    if translator.long_input == "error":
-        raise DataError(f"{where}:{long[0]}: {lengths[long[0] - 1]} subwords; the model reads at "
-                        f"most {window - 1} (--source_window={window} with eos) and "
-                        f"--long_input=error ({len(long)} such line(s)); --long_input=chunk "
-                        "translates them in pieces")
-    shown = ", ".join(str(n) for n in long[:10]) + (", ..." if len(long) > 10 else "")
-    logging.info("%s: %d of %d sources are longer than the source window of the model (%d "
-                 "subwords and eos) and are translated in chunks: line(s) %s", where, len(long),
-                 len(sentences), window - 1, shown)
+    return backends.from_checkpoint(FLAGS.model_dir, FLAGS.checkpoint, decode_options())
 
 
 def translator_from_flags():
-    """(config or None, translator) from --server, --saved_model, else --model_dir's checkpoint."""
-    if FLAGS.server:
-        if FLAGS.saved_model or FLAGS.model_dir:
-            raise ConfigError("--server translates with a served model: drop --saved_model/--model_dir")
-        from tfnmt.serving.client import RemoteTranslator, ServingClient
-        client = ServingClient(FLAGS.server, FLAGS.model, FLAGS.model_version,
-                               retries=FLAGS.server_retries, timeout=FLAGS.server_timeout)
-        return None, RemoteTranslator(client)
-    if FLAGS.saved_model:
-        from tfnmt.export import saved_model, tflite
-        if os.path.isfile(os.path.join(FLAGS.saved_model, tflite.MODEL_FILE)):
-            translator = tflite.TFLiteTranslator(FLAGS.saved_model)
-        else:
-            translator = saved_model.SavedModelTranslator(FLAGS.saved_model, FLAGS.signature)
-        return translator.config, translator
-    return load_translator()
+    """(config or None, backend) from --server, --saved_model, else --model_dir's checkpoint."""
+    return backends.open_backend(
+        model_dir=FLAGS.model_dir, checkpoint=FLAGS.checkpoint,
+        options=None if FLAGS.server or FLAGS.saved_model else decode_options(),
+        saved_model=FLAGS.saved_model, signature=FLAGS.signature, server=FLAGS.server,
+        served_model=FLAGS.model, model_version=FLAGS.model_version,
+        server_retries=FLAGS.server_retries, server_timeout=FLAGS.server_timeout)
 
 
 def train_options():

@@ -15,7 +15,6 @@ of the output.
 
 import sys
 
-import tensorflow as tf
 from absl import logging
 
 from tfnmt.cli import common, console
@@ -71,16 +70,9 @@ def run():
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             logging.warning("%s:%d: empty line; its translation is empty", _input_name(), number)
-    if not FLAGS.saved_model and not FLAGS.server:
-        # An exported or served model cuts long inputs the same way, but only the checkpoint
-        # path has the tokenizer at hand to say so per line.
-        lengths = translator.source_tokenizer.tokenize(tf.constant(lines or [""])).row_lengths().numpy()
-        for number, length in enumerate(lengths[: len(lines)], start=1):
-            if length > FLAGS.max_input_length:
-                logging.warning("%s:%d: %d subwords; only the first %d are translated "
-                                "(--max_input_length)", _input_name(), number, length,
-                                FLAGS.max_input_length)
-    common.check_long_inputs(translator, lines, _input_name())
+    # An exported or served model cuts long inputs too, but only a checkpoint has the tokenizer
+    # at hand to say so per line beforehand.
+    translator.prepare(lines, _input_name())
     output = _Output()
     try:
         for index, text in translations(translator, lines, FLAGS.decode_batch_size,

@@ -7,16 +7,18 @@ SavedModel, so the two give the same translations by construction.
 import re
 
 import tensorflow as tf
+from absl import logging
 
 from tfnmt.data.vocab import EOS_ID, PAD_ID
 from tfnmt.decoding import chunking, strategies
+from tfnmt.decoding.backend import Backend
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError, DataError
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 
 
-class Translator(tf.Module):
+class Translator(tf.Module, Backend):
     """Wraps a trained model and its vocabularies; decodes with one `DecodingOptions`.
 
     `translate(text [B] string) -> {"translations": string [B], "scores": float32 [B]}`;
@@ -44,13 +46,34 @@ class Translator(tf.Module):
     def beam_size(self):
         return self.strategy.width
 
-    @property
-    def max_input_length(self):
-        return self.options.max_input_length
-
-    @property
-    def long_input(self):
-        return self.options.long_input
+    def prepare(self, sentences, where):
+        """Warns about each source longer than `max_input_length` subwords (cut to it), and
+        logs the sources longer than the model's source window (conv_encoder's k̄) as translated
+        in chunks or, with long_input="error", refuses them naming the first one's line."""
+        if not sentences:
+            return
+        lengths = self.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
+        limit = self.options.max_input_length
+        for number, length in enumerate(lengths, start=1):
+            if length > limit:
+                logging.warning("%s:%d: %d subwords; only the first %d are translated "
+                                "(--max_input_length)", where, number, length, limit)
+        window = self.model.source_window
+        if not window:
+            return
+        lengths = [min(int(n), limit) for n in lengths]
+        long = [number for number, n in enumerate(lengths, start=1) if n > window - 1]
+        if not long:
+            return
+        if self.options.long_input == "error":
+            raise DataError(f"{where}:{long[0]}: {lengths[long[0] - 1]} subwords; the model "
+                            f"reads at most {window - 1} (--source_window={window} with eos) and "
+                            f"--long_input=error ({len(long)} such line(s)); --long_input=chunk "
+                            "translates them in pieces")
+        shown = ", ".join(str(n) for n in long[:10]) + (", ..." if len(long) > 10 else "")
+        logging.info("%s: %d of %d sources are longer than the source window of the model (%d "
+                     "subwords and eos) and are translated in chunks: line(s) %s", where,
+                     len(long), len(sentences), window - 1, shown)
 
     def tokenize(self, text):
         """string [B] -> (int32 [B, S] padded source ids ending in eos, int32 [B] lengths)."""

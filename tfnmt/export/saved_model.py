@@ -15,6 +15,7 @@ import os
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from tfnmt.decoding.backend import Backend
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
 from tfnmt.export.versions import write_version
@@ -75,7 +76,7 @@ def read_export_info(path):
         return {}
 
 
-class SavedModelTranslator:
+class SavedModelTranslator(Backend):
     """An exported model as a translation backend (decoding/backend.py): `translate` through
     one of its signatures (`serving_default`, or e.g. `beam` of a non-autoregressive model),
     `translate_n_best` through `n_best`."""

@@ -27,6 +27,7 @@ import tensorflow as tf
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from tfnmt.data.vocab import EOS_ID, PAD_ID, JOINT_FILE, SOURCE_FILE, TARGET_FILE, Vocab
+from tfnmt.decoding.backend import Backend
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
 from tfnmt.export.versions import write_version
@@ -101,7 +102,7 @@ def export(translator, model_dir, export_dir, name, version=0, config=None, quan
     return write_version(export_dir, name, version, write)
 
 
-class TFLiteTranslator:
+class TFLiteTranslator(Backend):
     """Runs an exported flatbuffer with the LiteRT interpreter as a translation backend
     (decoding/backend.py), one sentence at a time as on a phone; one translation each."""
 
@@ -145,7 +146,3 @@ class TFLiteTranslator:
             scores.append(score)
         return {"translations": tf.constant(translations, tf.string),
                 "scores": tf.constant(scores, tf.float32)}
-
-    def translate_n_best(self, text, n):
-        raise ConfigError(f"--n_best={n}: a TFLite export gives one translation per sentence; "
-                          "use a SavedModel exported with --n_best")

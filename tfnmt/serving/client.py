@@ -17,6 +17,7 @@ import numpy as np
 import requests
 from absl import logging
 
+from tfnmt.decoding.backend import Backend
 from tfnmt.errors import ConfigError, UserError
 from tfnmt.serving.status import sentence_limit
 
@@ -136,7 +137,7 @@ def _error_message(response):
         return response.text.strip()[:300] or response.reason
 
 
-class RemoteTranslator:
+class RemoteTranslator(Backend):
     """A served model as a translation backend (decoding/backend.py); `translate_n_best` asks
     for its `n_best` signature.
 
@@ -144,7 +145,6 @@ class RemoteTranslator:
     cuts one over --max_input_length subwords; the limit is learnt from the first refusal."""
 
     config = None
-    beam_size = None
 
     def __init__(self, client):
         self.client = client
@@ -152,8 +152,9 @@ class RemoteTranslator:
         self._source = ("input", [])  # where the sentences come from, to name their lines
         self._warned = set()
 
-    def name_lines(self, sentences, where):
-        """Warnings about these sentences name them WHERE:LINE (their line in the input)."""
+    def prepare(self, sentences, where):
+        """Warnings about these sentences name them WHERE:LINE (their line in the input); the
+        server's limit is learnt from its first refusal."""
         self._source = (where, list(sentences))
 
     def _learn_limit(self, limit):
