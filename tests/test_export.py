@@ -194,3 +194,10 @@ def test_one_factory_opens_every_backend_behind_one_interface(trained_model, exp
     assert isinstance(backend, Backend)
     with pytest.raises(ConfigError, match="drop --saved_model/--model_dir"):
         backends.open_backend(server="http://127.0.0.1:9", model_dir=trained_model)
+
+
+def test_a_tflite_export_refuses_n_best(trained_model, tmp_path, capsys):
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
+                   "--format=tflite", "--n_best=2") == 2
+    assert "--n_best applies to SavedModel exports" in capsys.readouterr().err
+    assert not os.listdir(tmp_path)

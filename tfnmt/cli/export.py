@@ -12,6 +12,9 @@ from tfnmt.export import saved_model, tflite
 def run():
     common.require("model_dir", "export_dir")
     common.check_output_dir(FLAGS.export_dir, "export_dir")
+    if FLAGS.format == "tflite" and FLAGS.n_best > 1:
+        raise ConfigError("--n_best applies to SavedModel exports: a TFLite flatbuffer returns "
+                          "one translation")
     config, translator = common.load_translator()
     name = FLAGS.export_name or config["model"]
     if FLAGS.format == "tflite":
