@@ -1,4 +1,4 @@
-"""Text in, text out: tokenizer, encoder, beam search and detokenizer in one tf.function.
+"""Text in, text out: tokenizer, encoder, decoding strategy and detokenizer in one tf.function.
 
 The same `Translator` serves `tfnmt translate` (from a checkpoint, in-process) and the exported
 SavedModel, so the two give the same translations by construction.

@@ -3,7 +3,8 @@
     serving_default(text: string [B]) -> {"translations": string [B], "scores": float32 [B]}
 
 A non-autoregressive model decodes greedily in `serving_default` and has a second signature,
-`beam`, with the same inputs and outputs (Translator.export_signatures).
+`beam`, with the same inputs and outputs; an export made with n_best N > 1 has `n_best`,
+translations and scores [B, N] (Translator.export_signatures).
 
 The graph may only hold ops that TF Serving's stock model server has: core TensorFlow and
 tensorflow-text. `disallowed_ops` is checked on every export.
