@@ -128,12 +128,14 @@ enum("distribution", "none", ["none", "mirrored", "multi_worker"],
 
 # --- decoding -----------------------------------------------------------------------------------
 _group("decoding", "decoding")
-options(DecodingOptions)
+options(DecodingOptions, skip=("n_best",))
 
 _group("translation", "input and output")
 string("input", "-", "File to translate ('-' = stdin).")
 string("output", "-", "Where translations go ('-' = stdout).")
 integer("decode_batch_size", 32, ">= 1", "Sentences per decoding batch.")
+# Read from a checkpoint, an export and a server alike.
+options(DecodingOptions, only=("n_best",))
 
 _group("export_in", "an exported model instead of a checkpoint")
 string("saved_model", "", "Use this export (SavedModel or TFLite, DIR/NAME/VERSION) "

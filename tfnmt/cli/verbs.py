@@ -88,10 +88,10 @@ VERBS = {
     "translate": Verb(
         "translate a file or stdin",
         *TRANSLATOR,
-        [group("translation"), "n_best"]),
+        [group("translation")]),
     "export": Verb(
         "export a SavedModel for TF Serving",
-        [group("model_dir"), group("decoding"), group("export")]),
+        [group("model_dir"), group("decoding"), "n_best", group("export")]),
     "serve": Verb(
         "serve exported models over TF Serving's REST API",
         ["export_dir", group("serving")]),

@@ -31,9 +31,9 @@ class DecodingOptions:
         "chunk", "A source longer than the model's source window (conv_encoder's k̄): translate "
         "it in chunks and join them, or stop with an error. Other models read any length.",
         choices=LONG_INPUT_MODES)
-    n_best: int = option(1, "translate: write the N best hypotheses of each sentence (N <= "
-                         "--beam_size), one line each: SENTENCE ||| TRANSLATION ||| SCORE; "
-                         "export: N > 1 adds the `n_best` signature.", bounds=">= 1")
+    n_best: int = option(1, "translate: write the N best hypotheses of each line (N <= "
+                         "--beam_size), best first, one line each: INDEX ||| TRANSLATION ||| "
+                         "SCORE; export: N > 1 adds the `n_best` signature.", bounds=">= 1")
     no_repeat_ngram_size: int = option(0, "No hypothesis repeats an n-gram of this many tokens "
                                        "(0 = no constraint); beam search and sampling.",
                                        bounds=">= 0")
