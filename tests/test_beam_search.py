@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfnmt.data.vocab import EOS_ID
+from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from tfnmt.decoding.beam_search import beam_search, length_penalty, max_lengths
+from tfnmt.decoding import strategies
+from tfnmt.decoding.options import DecodingOptions
+from tfnmt.decoding.sampling import sampler, search
+from tfnmt.errors import ConfigError
 
 V = 8
 
@@ -90,3 +94,113 @@ def test_n_best_larger_than_beam_is_refused():
     model = TableModel(_table({2: {4: 1.0}}))
     with pytest.raises(ValueError, match="n_best"):
         _decode(model, [3], beam=2, n_best=3)
+
+
+# --- no_repeat_ngram_size, sampling ---------------------------------------------------------
+
+# After bos: 4, then 4 -> 5 -> 4 -> 5 ... (the loop a model stuck on "oder oder" falls into);
+# eos is never likely, so only the length limit ends a hypothesis.
+LOOPING = _table({2: {4: 0.9, 6: 0.1}, 4: {5: 0.8, 6: 0.1, 7: 0.1}, 5: {4: 0.8, 6: 0.1, 7: 0.1},
+                  6: {4: 0.5, 7: 0.5}, 7: {5: 0.5, 6: 0.5}})
+
+
+def sample(model, memory, limits, topk=0, temperature=1.0, seed=0, **kwargs):
+    return search(model, memory, limits, sampler(topk, temperature, seed), **kwargs)
+
+
+def _repeats(tokens, n):
+    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+def _tokens(row):
+    return [int(t) for t in row if t != 0]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_no_repeat_ngram_size_stops_a_loop_in_beam_and_greedy_search(n):
+    model = TableModel(LOOPING)
+    for beam in (1, 3):
+        # The length penalty makes the loop beat the (unlikely) empty hypothesis.
+        loops, _ = _decode(model, [12], beam=beam, alpha=1.0)
+        assert _repeats(_tokens(loops.numpy()[0, 0]), n)
+        ids, _ = beam_search(model, {"x": tf.zeros([1, 1])}, tf.constant([12]), beam, 1.0,
+                             n_best=beam, no_repeat_ngram_size=n)
+        for hypothesis in ids.numpy()[0]:
+            assert not _repeats(_tokens(hypothesis), n), (beam, hypothesis)
+    loops, _ = search(model, {"x": tf.zeros([1, 1])}, tf.constant([12]))
+    assert _repeats(_tokens(loops.numpy()[0, 0]), n)
+    ids, _ = search(model, {"x": tf.zeros([1, 1])}, tf.constant([12]), no_repeat_ngram_size=n)
+    assert not _repeats(_tokens(ids.numpy()[0, 0]), n)
+    # With 5 ordinary tokens (unk, 4-7) and no 1-gram repeated, eos comes after at most 5.
+    if n == 1:
+        assert len(_tokens(ids.numpy()[0, 0])) <= 5
+
+
+def test_no_repeat_ngram_size_applies_to_sampling():
+    ids, _ = sample(TableModel(LOOPING), {"x": tf.zeros([6, 1])}, tf.constant([12] * 6),
+                    topk=0, seed=3, no_repeat_ngram_size=2)
+    for row in ids.numpy()[:, 0]:
+        assert not _repeats(_tokens(row), 2), row
+
+
+def _random_model(seed):
+    rng = np.random.default_rng(seed)
+    table = rng.dirichlet(np.full(V, 0.7), size=V)
+    table[:, PAD_ID] = table[:, BOS_ID] = 1e-6  # banned anyway
+    return TableModel(table / table.sum(1, keepdims=True))
+
+
+def test_greedy_search_takes_the_most_likely_token_and_sampling_top1_is_greedy():
+    model = _random_model(0)
+    memory = {"x": tf.zeros([5, 1])}
+    limits = tf.constant([3, 6, 9, 12, 20])
+    greedy, greedy_scores = search(model, memory, limits, alpha=0.0)
+    table = model.table.numpy()
+    for row, limit, score in zip(greedy.numpy()[:, 0], limits.numpy(), greedy_scores.numpy()[:, 0]):
+        tokens, last, total = _tokens(row), 2, 0.0
+        for i, token in enumerate(tokens + [EOS_ID]):
+            allowed = table[last].copy()
+            allowed[[PAD_ID, BOS_ID]] = -np.inf
+            if i + 1 == limit:
+                allowed[np.arange(V) != EOS_ID] = -np.inf
+            assert token == allowed.argmax()
+            total, last = total + table[last, token], token
+            if token == EOS_ID:
+                break
+        np.testing.assert_allclose(score, total, rtol=1e-5)
+    for seed in (0, 1):
+        sampled, scores = sample(model, memory, limits, topk=1, seed=seed, alpha=0.0)
+        np.testing.assert_array_equal(sampled.numpy(), greedy.numpy())
+        np.testing.assert_allclose(scores.numpy(), greedy_scores.numpy(), rtol=1e-5)
+
+
+def test_sampling_is_reproducible_by_seed_and_varies_across_seeds():
+    model = _random_model(1)
+    memory = {"x": tf.zeros([8, 1])}
+    limits = tf.constant([10] * 8)
+
+    def draw(seed, **kw):
+        return [_tokens(row) for row in sample(model, memory, limits, seed=seed, **kw)[0][:, 0]]
+    assert draw(7) == draw(7)
+    assert draw(7) != draw(8)
+    assert draw(7, temperature=0.5) != draw(7)
+    # Translations end with eos (stripped) or at the limit, never hold pad or bos.
+    for tokens in draw(7):
+        assert len(tokens) < 10 and BOS_ID not in tokens
+
+
+def test_the_models_family_and_the_options_pick_the_strategy():
+    class Autoregressive:
+        strategy_family = "autoregressive"
+
+    class CTC:
+        strategy_family = "ctc"
+    pick = lambda model, **kw: type(strategies.for_model(model, DecodingOptions(**kw)))
+    assert pick(Autoregressive()) is strategies.BeamSearch
+    assert pick(Autoregressive(), beam_size=1) is strategies.Greedy
+    assert pick(Autoregressive(), sampling=True) is strategies.Sampling
+    assert pick(CTC(), beam_size=1) is pick(CTC()) is strategies.CTCSearch
+    for refused in (dict(sampling=True), dict(no_repeat_ngram_size=2)):
+        with pytest.raises(ConfigError, match="not for a CTC model"):
+            pick(CTC(), **refused)

@@ -175,7 +175,7 @@ def test_translate_of_a_small_file_writes_at_most_two_stderr_lines(trained_model
     detailed = run_cli_subprocess("translate", f"--model_dir={trained_model}", f"--input={source}",
                                   "--verbosity=1", check=True).stderr.splitlines()
     assert len(detailed) > len(lines)
-    assert any(line.startswith("I") and "common.py" in line and "restored" in line for line in detailed)
+    assert any(line.startswith("I") and "backends.py" in line and "restored" in line for line in detailed)
 
 
 def test_a_tiny_training_run_logs_a_header_and_progress(trained_model, corpus, tmp_path):

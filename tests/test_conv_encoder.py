@@ -12,6 +12,7 @@ from conftest import _WORDS, multi30k_lines, run_cli
 from contract import assert_incremental_equals_teacher_forcing, overfit_export_and_compare
 from tfnmt.data.vocab import EOS_ID, PAD_ID, Vocab, train_sentencepiece
 from tfnmt.decoding import chunking
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator, translate_sentences
 from tfnmt.errors import ConfigError, DataError
 from tfnmt.export import tflite
@@ -447,7 +448,7 @@ def test_chunked_translation_of_a_70_token_source_covers_all_of_it(word_vocab):
     long = " ".join(rng.choice(_WORDS, 70))
     sentences = [long, "the red cat", "", " ".join(rng.choice(_WORDS, 40))]
     model = EchoModel(word_vocab.size, word_vocab.size)
-    translator = Translator(model, word_vocab, word_vocab, beam_size=2)
+    translator = Translator(model, word_vocab, word_vocab, DecodingOptions(beam_size=2))
     assert len(word_vocab.encode(long)) == 70
     out = translator.translate(tf.constant(sentences))
     assert [t.decode() for t in out["translations"].numpy()] == sentences
@@ -459,7 +460,7 @@ def test_chunked_translation_of_a_70_token_source_covers_all_of_it(word_vocab):
 
 def test_long_input_error_refuses_instead_of_chunking(word_vocab):
     model = EchoModel(word_vocab.size, word_vocab.size)
-    translator = Translator(model, word_vocab, word_vocab, beam_size=2, long_input="error")
+    translator = Translator(model, word_vocab, word_vocab, DecodingOptions(beam_size=2, long_input="error"))
     assert translate_sentences(translator, ["the red cat"], 4) == ["the red cat"]
     with pytest.raises(DataError, match="longer than the source window of the model"):
         translate_sentences(translator, ["the red cat", " ".join(["dog"] * 40)], 4)
@@ -503,7 +504,7 @@ def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, mu
     source, lengths = translator.tokenize(tf.constant([long]))
     assert lengths.numpy()[0] > 62  # at least three chunks
     chunks, chunk_lengths, _ = chunking.split(source, lengths, 32)
-    pieces = [translator._translate_ids(chunks[i:i + 1], chunk_lengths[i:i + 1], 3)[0][0].numpy()
+    pieces = [translator.search(chunks[i:i + 1], chunk_lengths[i:i + 1])[0][0, 0].numpy()
               for i in range(chunks.shape[0])]
     assert all((p != PAD_ID).sum() >= 3 for p in pieces)
     joined = np.concatenate([p[p != PAD_ID] for p in pieces])

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import tensorflow as tf
 
 from conftest import run_cli
 from tfnmt import model_dir
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.training import checkpoints
 from tfnmt.export import saved_model
@@ -21,7 +23,7 @@ SENTENCES = ["the red dog sees a bird", "a cat", "", "the old man runs", "big ho
 def exported(trained_model, tmp_path_factory):
     base = str(tmp_path_factory.mktemp("export"))
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
-                   "--beam_size=3", "--export_name=tiny") == 0
+                   "--beam_size=3", "--n_best=3", "--export_name=tiny") == 0
     return base, os.path.join(base, "tiny", "1")
 
 
@@ -61,8 +63,11 @@ def test_fresh_process_reproduces_in_process_translations(trained_model, exporte
         "import json, sys, tensorflow as tf, tensorflow_text\n"
         "m = tf.saved_model.load(sys.argv[1])\n"
         "out = m.signatures['serving_default'](text=tf.constant(json.loads(sys.argv[2])))\n"
+        "n = m.signatures['n_best'](text=tf.constant(json.loads(sys.argv[2])))\n"
         "print(json.dumps({'t': [t.decode() for t in out['translations'].numpy()],"
-        " 's': out['scores'].numpy().tolist()}))\n")
+        " 's': out['scores'].numpy().tolist(),"
+        " 'nt': [[t.decode() for t in row] for row in n['translations'].numpy()],"
+        " 'ns': n['scores'].numpy().tolist()}))\n")
     result = subprocess.run([sys.executable, "-c", script, exported[1], json.dumps(SENTENCES)],
                             capture_output=True, text=True, timeout=300,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
@@ -72,12 +77,20 @@ def test_fresh_process_reproduces_in_process_translations(trained_model, exporte
     _, model, source_vocab, target_vocab = model_dir.load(trained_model)
     checkpoints.restore_model(model, checkpoints.resolve(trained_model))
     # The export used the CLI's decoding defaults, which are Translator's defaults.
-    translator = Translator(model, source_vocab, target_vocab, beam_size=3)
+    translator = Translator(model, source_vocab, target_vocab,
+                            DecodingOptions(beam_size=3, n_best=3))
     local = translator.translate(tf.constant(SENTENCES))
     assert served["t"] == [t.decode() for t in local["translations"].numpy()]
     assert served["s"] == local["scores"].numpy().tolist()
     assert served["t"][2] == "" and served["s"][2] == 0.0
     assert all(served["t"][i] for i in (0, 1, 3, 4))
+    # The n_best signature: the same hypotheses as in-process, best first, the 1-best first.
+    local = translator.translate_n_best(tf.constant(SENTENCES), 3)
+    assert served["nt"] == [[t.decode() for t in row] for row in local["translations"].numpy()]
+    assert served["ns"] == local["scores"].numpy().tolist()
+    for row, scores, best in zip(served["nt"], served["ns"], served["t"]):
+        assert row[0] == best and scores == sorted(scores, reverse=True)
+    assert len(set(served["nt"][0])) == 3
 
 
 def test_existing_version_is_refused(trained_model, exported, capsys):
@@ -85,3 +98,106 @@ def test_existing_version_is_refused(trained_model, exported, capsys):
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
                    "--export_name=tiny", "--export_version=1") == 2
     assert "exists already" in capsys.readouterr().err
+
+
+def test_export_records_its_decoding_options_and_older_names_still_load(exported, tmp_path):
+    info = saved_model.read_export_info(exported[1])
+    assert info["decoding"] == DecodingOptions(beam_size=3, n_best=3).record()
+    assert info["signatures"] == {"serving_default": {"beam_size": 3}, "n_best": {"beam_size": 3}}
+    # An export written before max_source_length became max_input_length (and penalty_mode
+    # length_penalty_mode), without the fields added since.
+    old = shutil.copytree(exported[1], tmp_path / "old")
+    info["decoding"] = {"beam_size": 3, "length_penalty": 0.6, "penalty_mode": "length",
+                        "max_length_ratio": 1.5, "max_length_offset": 10,
+                        "max_decode_length": 256, "max_source_length": 77, "long_input": "chunk"}
+    with open(old / saved_model.EXPORT_INFO, "w") as f:
+        json.dump(info, f)
+    translator = saved_model.SavedModelTranslator(str(old))
+    assert translator.options == DecodingOptions(beam_size=3, length_penalty_mode="length",
+                                                 max_input_length=77)
+    assert translator.beam_size == 3
+
+
+def _n_best(text):
+    """[(index, translation, score)] of `translate --n_best` output."""
+    rows = [line.split(" ||| ") for line in text.splitlines()]
+    assert all(len(row) == 3 for row in rows), text
+    return [(int(i), t, float(s)) for i, t, s in rows]
+
+
+def test_translate_n_best_writes_each_sentences_hypotheses_best_first(trained_model, exported,
+                                                                      tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES) + "\n")
+    capsys.readouterr()
+    assert run_cli("translate", f"--model_dir={trained_model}", "--beam_size=3",
+                   f"--input={source}") == 0
+    best = capsys.readouterr().out.splitlines()
+    for backend in ([f"--model_dir={trained_model}", "--beam_size=3"],
+                    [f"--saved_model={exported[1]}"]):
+        assert run_cli("translate", *backend, "--n_best=2", f"--input={source}") == 0
+        rows = _n_best(capsys.readouterr().out)
+        assert [i for i, _, _ in rows] == [i for i in range(len(SENTENCES)) for _ in range(2)]
+        for i in range(len(SENTENCES)):
+            (_, first, s1), (_, second, s2) = rows[2 * i: 2 * i + 2]
+            assert first == best[i] and s1 >= s2
+            assert first != second or not SENTENCES[i]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--beam_size=2", "--n_best=3"), "--n_best=3 exceeds --beam_size=2"),
+    (("--beam_size=4", "--n_best=2", "--sampling"), "--n_best needs beam search"),
+])
+def test_n_best_beyond_the_beam_is_one_line(trained_model, args, message, capsys):
+    assert run_cli("translate", f"--model_dir={trained_model}", *args, "--input=/dev/null") == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_n_best_beyond_the_exports_is_one_line(exported, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("a cat\n")
+    assert run_cli("translate", f"--saved_model={exported[1]}", "--n_best=4",
+                   f"--input={source}") == 2
+    assert ("keeps 3 hypotheses per sentence; export it with --n_best=4 or more"
+            in capsys.readouterr().err.strip().splitlines()[-1])
+
+
+def test_sampling_is_seeded(trained_model, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES * 2) + "\n")
+
+    def translate(*flags):
+        capsys.readouterr()
+        assert run_cli("translate", f"--model_dir={trained_model}", f"--input={source}",
+                       *flags) == 0
+        return capsys.readouterr().out.splitlines()
+    first = translate("--sampling", "--sampling_seed=1")
+    assert first == translate("--sampling", "--sampling_seed=1")
+    assert first != translate("--sampling", "--sampling_seed=2")
+    # k = 1 is greedy search (equal without a length penalty, see decoding/beam_search.py).
+    assert (translate("--sampling", "--sampling_topk=1", "--length_penalty=0")
+            == translate("--beam_size=1", "--length_penalty=0"))
+
+
+def test_one_factory_opens_every_backend_behind_one_interface(trained_model, exported):
+    from tfnmt.decoding.backend import Backend
+    from tfnmt.errors import ConfigError
+    from tfnmt.serving import backends
+    from tfnmt.serving.client import RemoteTranslator
+    config, backend = backends.open_backend(saved_model=exported[1])
+    assert isinstance(backend, saved_model.SavedModelTranslator) and config["model"] == "transformer"
+    config, backend = backends.open_backend(model_dir=trained_model,
+                                            options=DecodingOptions(beam_size=2))
+    assert isinstance(backend, Translator) and backend.beam_size == 2 and config["model"]
+    config, backend = backends.open_backend(server="http://127.0.0.1:9", served_model="tiny")
+    assert isinstance(backend, RemoteTranslator) and config is None
+    assert isinstance(backend, Backend)
+    with pytest.raises(ConfigError, match="drop --saved_model/--model_dir"):
+        backends.open_backend(server="http://127.0.0.1:9", model_dir=trained_model)
+
+
+def test_a_tflite_export_refuses_n_best(trained_model, tmp_path, capsys):
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
+                   "--format=tflite", "--n_best=2") == 2
+    assert "--n_best applies to SavedModel exports" in capsys.readouterr().err
+    assert not os.listdir(tmp_path)

@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import events, run_cli, run_cli_subprocess, synthetic_pairs, tiny_train_flags
+from tfnmt.decoding.backend import Backend
 from tfnmt.serving.client import ServerError
 from tfnmt.training import checkpoints
 
@@ -67,7 +68,7 @@ def test_evaluate_checks_its_output_path_first(file_in_the_way, capsys):
     assert "is a file, not a directory" in _error(capsys)
 
 
-class _FailingTranslator:
+class _FailingTranslator(Backend):
     """Upper-cases its input; the `fail_at`-th call raises `error`."""
 
     def __init__(self, fail_at, error):

@@ -17,6 +17,7 @@ import tensorflow as tf
 from conftest import REPO, run_cli
 from tfnmt import model_dir as model_dir_lib
 from tfnmt import options
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
 from tfnmt.serving import config as config_lib
@@ -35,11 +36,11 @@ SENTENCES = ["the red dog sees a bird", "a cat", "", "the old man runs", "big ho
 
 @pytest.fixture(scope="module")
 def exports(trained_model, tmp_path_factory):
-    """base/tiny/1 (beam 3) and base/greedy/1 (beam 1), and a models.config naming both by
-    paths relative to it."""
+    """base/tiny/1 (beam 3, with an n_best signature of 3) and base/greedy/1 (beam 1), and a
+    models.config naming both by paths relative to it."""
     base = str(tmp_path_factory.mktemp("exports"))
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
-                   "--beam_size=3", "--export_name=tiny") == 0
+                   "--beam_size=3", "--n_best=3", "--export_name=tiny") == 0
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
                    "--beam_size=1", "--export_name=greedy") == 0
     config = os.path.join(base, "models.config")
@@ -73,7 +74,7 @@ def _post(url, body):
 def _in_process(trained_model, beam_size, sentences):
     _, model, source_vocab, target_vocab = model_dir_lib.load(trained_model)
     checkpoints.restore_model(model, checkpoints.resolve(trained_model))
-    translator = Translator(model, source_vocab, target_vocab, beam_size=beam_size)
+    translator = Translator(model, source_vocab, target_vocab, DecodingOptions(beam_size=beam_size))
     out = translator.translate(tf.constant(sentences))
     return [t.decode() for t in out["translations"].numpy()], out["scores"].numpy()
 
@@ -144,6 +145,23 @@ def test_translate_through_the_server_equals_translate_in_process(server, traine
     assert remote == local and len(remote) == len(lines) + 2  # one per line, then ""
     assert remote[1] == "" and remote[3] == "" and remote[0]
     assert "U+FFFD" in captured.err and ":2: empty line" in captured.err
+
+
+def test_n_best_through_the_server_equals_n_best_in_process(server, trained_model, tmp_path,
+                                                            capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("the red dog sees a bird\n\na cat\nbig house\n")
+    assert run_cli("translate", f"--model_dir={trained_model}", "--beam_size=3", "--n_best=2",
+                   f"--input={source}") == 0
+    local = capsys.readouterr().out
+    assert run_cli("translate", f"--server={server}", "--model=tiny", "--n_best=2",
+                   f"--input={source}") == 0
+    remote = capsys.readouterr().out
+    assert remote == local and len(remote.splitlines()) == 8 and remote.startswith("0 ||| ")
+    # A model exported without n_best: the server's refusal, in one line.
+    assert run_cli("translate", f"--server={server}", "--model=greedy", "--n_best=2",
+                   f"--input={source}") == 2
+    assert 'signature name: \"n_best\" not found' in capsys.readouterr().err.splitlines()[-1]
 
 
 def _b64(data):

@@ -9,11 +9,12 @@ import tensorflow as tf
 
 from conftest import multi30k_lines, run_cli
 from contract import overfit_export_and_compare
-from tfnmt.cli.common import SavedModelTranslator
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError
 from tfnmt.evaluation import bleu
 from tfnmt.export import tflite
+from tfnmt.export.saved_model import SavedModelTranslator
 
 # The paper's smallest embedding width (64) on a 2+2-layer model.
 DENSE_SMALL = ["--model=densenmt", "--encoder_layers=2", "--decoder_layers=2", "--embed_dim=128",
@@ -70,7 +71,7 @@ def test_tflite_outputs_exactly_the_saved_model_ids(dense_model, export, multi30
     from tfnmt.training import checkpoints
     config, model, source_vocab, target_vocab = model_dir_lib.load(model_dir)
     checkpoints.restore_model(model, checkpoints.resolve(model_dir, ""))
-    translator = Translator(model, source_vocab, target_vocab, beam_size=beam_size)
+    translator = Translator(model, source_vocab, target_vocab, DecodingOptions(beam_size=beam_size))
     # In a graph, as in the SavedModel (eagerly the search's loop would run op by op in Python).
     translate_ids = tf.function(lambda source, lengths: translator.translate_ids(source, lengths),
                                 input_signature=[tf.TensorSpec([1, None], tf.int32),
@@ -127,7 +128,7 @@ def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, mo
     monkeypatch.setattr(model, "step", lambda ids, t, state, memory: (
         tf.math.digamma(step(ids, t, state, memory)[0]), step(ids, t, state, memory)[1]))
     with pytest.raises(ConfigError, match=r"'densenmt' cannot be converted to TFLite: .*tf\.Digamma"):
-        tflite.convert(Translator(model, source_vocab, target_vocab, beam_size=1))
+        tflite.convert(Translator(model, source_vocab, target_vocab, DecodingOptions(beam_size=1)))
 
 
 def test_quantize_needs_the_tflite_format(dense_model, tmp_path, capsys):

@@ -105,13 +105,13 @@ def _export_translators(path):
     first, or a TFLite flatbuffer's one function."""
     import os
 
-    from tfnmt.export import tflite
+    from tfnmt.export import saved_model, tflite
     if os.path.isfile(os.path.join(path, tflite.MODEL_FILE)):
         return [("tflite", tflite.TFLiteTranslator(path))]
-    first = common.SavedModelTranslator(path)
+    first = saved_model.SavedModelTranslator(path)
     names = sorted(first.signatures(), key=lambda n: (n != "serving_default", n))
     return [(name, first if name == "serving_default" else
-             common.SavedModelTranslator(path, name, module=first.module)) for name in names]
+             saved_model.SavedModelTranslator(path, name, module=first.module)) for name in names]
 
 
 def bench_decode():

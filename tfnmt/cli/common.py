@@ -1,17 +1,13 @@
-"""What several commands need from the flags: the data spec, the decoding options, a model."""
+"""What several commands need from the flags: output checks, the data spec and splits, the
+decoding and training options, and the translation backend (serving/backends.py)."""
 
 import os
 
-import keras
-from absl import logging
-
-from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli.flags import FLAGS, read
 from tfnmt.data import sources
 from tfnmt.decoding.options import DecodingOptions
-from tfnmt.decoding.translator import Translator
-from tfnmt.errors import ConfigError, DataError, OutputError
-from tfnmt.training import checkpoints
+from tfnmt.errors import ConfigError, OutputError
+from tfnmt.serving import backends
 
 
 def require(*names):
@@ -63,97 +59,23 @@ def splits(spec):
 
 
 def decode_options():
-    o = read(DecodingOptions)
-    return dict(beam_size=o.beam_size, length_penalty=o.length_penalty,
-                penalty_mode=o.length_penalty_mode, max_length_ratio=o.max_length_ratio,
-                max_length_offset=o.max_length_offset, max_decode_length=o.max_decode_length,
-                max_source_length=o.max_input_length, long_input=o.long_input)
+    return read(DecodingOptions)
 
 
 def load_translator():
-    """A Translator from --model_dir's --checkpoint, with the decoding flags."""
+    """(config, Translator) from --model_dir's --checkpoint, with the decoding flags."""
     require("model_dir")
-    # Translation runs in float32 whatever precision trained the (float32) weights, so that
-    # in-process and exported translations agree.
-    keras.mixed_precision.set_global_policy("float32")
-    config, model, source_vocab, target_vocab = model_dir_lib.load(FLAGS.model_dir)
-    path = checkpoints.resolve(FLAGS.model_dir, FLAGS.checkpoint)
-    checkpoints.restore_model(model, path)
-    logging.info("restored %s", path)
-    return config, Translator(model, source_vocab, target_vocab, **decode_options())
-
-
-def check_long_inputs(translator, sentences, where):
-    """Sources longer than the model's source window (conv_encoder's k̄): logged as translated
-    in chunks, or, with --long_input=error, refused with the first one's line number. Only an
-    in-process translator has the tokenizer at hand; an export refuses them in-graph."""
-    if hasattr(translator, "name_lines"):  # a served model: the server's limit is known later
-        translator.name_lines(sentences, where)
-    window = getattr(getattr(translator, "model", None), "source_window", None)
-    if not window or not sentences:
-        return
-    import tensorflow as tf
-    lengths = translator.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
-    lengths = [min(int(n), translator.max_source_length) for n in lengths]
-    long = [number for number, n in enumerate(lengths, start=1) if n > window - 1]
-    if not long:
-        return
-    if translator.long_input == "error":
-        raise DataError(f"{where}:{long[0]}: {lengths[long[0] - 1]} subwords; the model reads at "
-                        f"most {window - 1} (--source_window={window} with eos) and "
-                        f"--long_input=error ({len(long)} such line(s)); --long_input=chunk "
-                        "translates them in pieces")
-    shown = ", ".join(str(n) for n in long[:10]) + (", ..." if len(long) > 10 else "")
-    logging.info("%s: %d of %d sources are longer than the source window of the model (%d "
-                 "subwords and eos) and are translated in chunks: line(s) %s", where, len(long),
-                 len(sentences), window - 1, shown)
-
-
-class SavedModelTranslator:
-    """An exported model behind the same `translate` interface as Translator, through one of its
-    signatures (`serving_default`, or e.g. `beam` of a non-autoregressive model)."""
-
-    def __init__(self, path, signature="serving_default", module=None):
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-        if not os.path.isfile(os.path.join(path, "saved_model.pb")):
-            raise ConfigError(f"no SavedModel in {path} (expected DIR/NAME/VERSION/saved_model.pb)")
-        from tfnmt.export.saved_model import read_export_info
-        self.module = module or tf.saved_model.load(path)
-        if signature not in self.module.signatures:
-            raise ConfigError(f"{path} has no signature {signature!r}; it has "
-                              f"{', '.join(sorted(self.module.signatures))}")
-        self.signature_name = signature
-        self.signature = self.module.signatures[signature]
-        info = read_export_info(path)
-        self.config = info.get("config") or None
-        self.beam_size = (info.get("signatures", {}).get(signature, {}).get("beam_size")
-                          or info.get("decoding", {}).get("beam_size"))
-
-    def signatures(self):
-        return sorted(self.module.signatures)
-
-    def translate(self, text):
-        return self.signature(text=text)
+    return backends.from_checkpoint(FLAGS.model_dir, FLAGS.checkpoint, decode_options())
 
 
 def translator_from_flags():
-    """(config or None, translator) from --server, --saved_model, else --model_dir's checkpoint."""
-    if FLAGS.server:
-        if FLAGS.saved_model or FLAGS.model_dir:
-            raise ConfigError("--server translates with a served model: drop --saved_model/--model_dir")
-        from tfnmt.serving.client import RemoteTranslator, ServingClient
-        client = ServingClient(FLAGS.server, FLAGS.served_model, FLAGS.model_version,
-                               retries=FLAGS.server_retries, timeout=FLAGS.server_timeout)
-        return None, RemoteTranslator(client)
-    if FLAGS.saved_model:
-        from tfnmt.export import tflite
-        if os.path.isfile(os.path.join(FLAGS.saved_model, tflite.MODEL_FILE)):
-            translator = tflite.TFLiteTranslator(FLAGS.saved_model)
-        else:
-            translator = SavedModelTranslator(FLAGS.saved_model, FLAGS.signature)
-        return translator.config, translator
-    return load_translator()
+    """(config or None, backend) from --server, --saved_model, else --model_dir's checkpoint."""
+    return backends.open_backend(
+        model_dir=FLAGS.model_dir, checkpoint=FLAGS.checkpoint,
+        options=None if FLAGS.server or FLAGS.saved_model else decode_options(),
+        saved_model=FLAGS.saved_model, signature=FLAGS.signature, server=FLAGS.server,
+        served_model=FLAGS.served_model, model_version=FLAGS.model_version,
+        server_retries=FLAGS.server_retries, server_timeout=FLAGS.server_timeout)
 
 
 def train_options():

@@ -24,7 +24,7 @@ def run():
     bleu.metric(**scoring)
     split = common.splits(spec)[2]
     source_sentences, references = sources.references(spec, split, FLAGS.test_limit)
-    common.check_long_inputs(translator, source_sentences, f"{spec.source} {split}")
+    translator.prepare(source_sentences, f"{spec.source} {split}")
     start = time.time()
     hypotheses = translate_sentences(translator, source_sentences, FLAGS.decode_batch_size,
                                      progress=console.stderr_is_terminal())

@@ -8,6 +8,7 @@ budget, data and validation settings are the same for every system; its decoding
 decode the test splits.
 """
 
+import dataclasses
 import os
 
 from absl import logging
@@ -44,7 +45,7 @@ def spec_from_flags(o):
         raise ConfigError("an experiment has one budget for every system: set --train_steps and "
                           "--batch_tokens (or --batch_size) in it")
     edges = length_buckets.parse_edges(FLAGS.length_buckets) if FLAGS.length_buckets else None
-    decoding = dict(common.decode_options())
+    decoding = dataclasses.asdict(common.decode_options())
     return {
         "experiment": o.experiment,
         "systems": options_lib.systems(o.systems),

@@ -12,6 +12,9 @@ from tfnmt.export import saved_model, tflite
 def run():
     common.require("model_dir", "export_dir")
     common.check_output_dir(FLAGS.export_dir, "export_dir")
+    if FLAGS.format == "tflite" and FLAGS.n_best > 1:
+        raise ConfigError("--n_best applies to SavedModel exports: a TFLite flatbuffer returns "
+                          "one translation")
     config, translator = common.load_translator()
     name = FLAGS.export_name or config["model"]
     if FLAGS.format == "tflite":
@@ -21,10 +24,9 @@ def run():
         raise ConfigError("--quantize applies to --format=tflite only")
     else:
         path = saved_model.export(translator, FLAGS.export_dir, name, FLAGS.export_version, config)
-    if translator.model.autoregressive or FLAGS.format == "tflite":
-        logging.info("exported %s (beam %d, length penalty %s)", path, FLAGS.beam_size,
-                     FLAGS.length_penalty)
-    else:
-        logging.info("exported %s (serving_default: greedy%s)", path,
-                     f"; beam: its beam search, width {FLAGS.beam_size}" if FLAGS.beam_size > 1 else "")
+    served = ({"model": translator.strategy} if FLAGS.format == "tflite"
+              else translator.strategy.variants())
+    logging.info("exported %s (%s; length penalty %s)", path, ", ".join(
+        f"{name}: {type(s).__name__} width {s.width}" for name, s in served.items()),
+        FLAGS.length_penalty)
     print(path)

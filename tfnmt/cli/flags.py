@@ -110,10 +110,12 @@ options(TrainRunOptions)
 
 # --- decoding -----------------------------------------------------------------------------------
 _group("decoding", "decoding")
-options(DecodingOptions)
+options(DecodingOptions, skip=("n_best",))
 
 _group("translation", "input and output")
 options(TranslationOptions)
+# Read from a checkpoint, an export and a server alike.
+options(DecodingOptions, only=("n_best",))
 
 _group("export_in", "an exported model instead of a checkpoint")
 options(ExportedModelOptions)

@@ -1,7 +1,9 @@
 """tfnmt translate: translate a file or stdin, line by line, to stdout or a file, with a
 checkpoint (--model_dir), an export (--saved_model) or a served model (--server, --model).
 
-Lines keep their order and count: an empty input line gives an empty output line; a line with
+Lines keep their order and count (with --n_best=N > 1: N lines per input line, `INDEX |||
+TRANSLATION ||| SCORE`, INDEX counted from 0, best first): an empty input line gives an empty
+output line; a line with
 invalid UTF-8 is translated with U+FFFD in place of the bad bytes; a line longer than
 --max_input_length subwords is cut to it. Each case is reported on stderr with its line number.
 
@@ -13,7 +15,6 @@ of the output.
 
 import sys
 
-import tensorflow as tf
 from absl import logging
 
 from tfnmt.cli import common, console
@@ -69,21 +70,15 @@ def run():
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             logging.warning("%s:%d: empty line; its translation is empty", _input_name(), number)
-    if not FLAGS.saved_model and not FLAGS.server:
-        # An exported or served model cuts long inputs the same way, but only the checkpoint
-        # path has the tokenizer at hand to say so per line.
-        lengths = translator.source_tokenizer.tokenize(tf.constant(lines or [""])).row_lengths().numpy()
-        for number, length in enumerate(lengths[: len(lines)], start=1):
-            if length > FLAGS.max_input_length:
-                logging.warning("%s:%d: %d subwords; only the first %d are translated "
-                                "(--max_input_length)", _input_name(), number, length,
-                                FLAGS.max_input_length)
-    common.check_long_inputs(translator, lines, _input_name())
+    # An exported or served model cuts long inputs too, but only a checkpoint has the tokenizer
+    # at hand to say so per line beforehand.
+    translator.prepare(lines, _input_name())
     output = _Output()
     try:
         for index, text in translations(translator, lines, FLAGS.decode_batch_size,
                                         progress=console.stderr_is_terminal(),
-                                        window=STREAM_WINDOW_BATCHES * FLAGS.decode_batch_size):
+                                        window=STREAM_WINDOW_BATCHES * FLAGS.decode_batch_size,
+                                        n_best=FLAGS.n_best if FLAGS.n_best > 1 else 0):
             output.put(index, text)
     finally:
         output.close()

@@ -3,8 +3,14 @@
 The model is only touched through `initial_state` and `step` (see models/base.py). Finished
 hypotheses are frozen with their length-penalised score; alive ones continue until they end in
 eos, reach their per-sentence length limit (where eos is forced) or can no longer beat the worst
-finished hypothesis of their sentence.
+finished hypothesis of their sentence. With a width of 1 this is greedy search, except that with
+a length penalty a hypothesis may go on past the most likely eos when a longer ending could still
+score higher.
+
+`next_log_probs` (the step and the tokens no hypothesis may choose) is shared with sampling.py.
 """
+
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
@@ -29,22 +35,70 @@ def max_lengths(source_lengths, ratio, offset, cap):
     return tf.clip_by_value(limit, 1, cap)
 
 
-def _tile(tensor, beam_size):
-    """[B, ...] -> [B * K, ...], each row repeated K times consecutively."""
-    return tf.repeat(tensor, beam_size, axis=0)
+def repeated_ngram_tokens(ids, n, vocab):
+    """bool [N, V]: the tokens that would complete an n-gram already in `ids` [N, t] (fairseq's
+    --no-repeat-ngram-size: a hypothesis never repeats an n-gram)."""
+    t = tf.shape(ids)[1]
+    starts = tf.range(tf.maximum(t - n + 1, 0))  # every earlier n-gram, by its first position
+    windows = tf.gather(ids, starts[:, None] + tf.range(n - 1)[None], axis=1)  # [N, J, n-1]
+    # The last n-1 tokens; padded on the left so that a short prefix still has n-1 columns.
+    tail = tf.pad(ids, [[0, 0], [n - 1, 0]], constant_values=-1)[:, t:]
+    match = tf.reduce_all(tf.equal(windows, tail[:, None]), axis=-1)  # [N, J]
+    following = tf.gather(ids, starts + n - 1, axis=1)  # [N, J]
+    rows = tf.broadcast_to(tf.range(tf.shape(ids)[0])[:, None], tf.shape(following))
+    hits = tf.scatter_nd(tf.stack([rows, following], axis=-1), tf.cast(match, tf.int32),
+                         tf.stack([tf.shape(ids)[0], vocab]))
+    return hits > 0
 
 
-def _loop_invariant(tensor):
-    # Batch and time dimensions of a model's state may change inside the loop (a K/V cache
-    # grows); feature (last) dimensions do not, and layers need them static.
+def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size=0):
+    """One step of N hypotheses: (log p(next token) float32 [N, V], the model's new state).
+
+    `ids` int32 [N, t] are the tokens so far (bos not included). What no hypothesis may choose
+    is at NEG_INF: pad and bos; at its length limit `limit` [N], every token but eos; with
+    `no_repeat_ngram_size` n > 0, a token that would repeat an n-gram of its own."""
+    last = tf.concat([tf.fill([tf.shape(ids)[0], 1], BOS_ID), ids], axis=1)[:, -1]
+    logits, state = model.step(last, time, state, memory)
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [N, V]
+    vocab = tf.shape(log_probs)[1]
+    banned = tf.one_hot(PAD_ID, vocab, NEG_INF, 0.0) + tf.one_hot(BOS_ID, vocab, NEG_INF, 0.0)
+    log_probs += banned[None]
+    if no_repeat_ngram_size:
+        log_probs = tf.where(repeated_ngram_tokens(ids, no_repeat_ngram_size, vocab),
+                             NEG_INF, log_probs)
+    at_limit = tf.greater_equal(time + 1, limit)[:, None]
+    only_eos = tf.one_hot(EOS_ID, vocab, 0.0, NEG_INF)[None]
+    return log_probs + tf.where(at_limit, only_eos, tf.zeros_like(only_eos)), state
+
+
+def strip_eos(ids):
+    """eos and everything after it become padding, so callers can detokenize directly."""
+    ended = tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=-1) > 0
+    return tf.where(ended, PAD_ID, ids)
+
+
+def loop_invariant(tensor):
+    """The shape a loop variable keeps: batch and time dimensions may change inside the loop (a
+    K/V cache grows); feature (last) dimensions do not, and layers need them static."""
     rank = tensor.shape.rank
     if rank <= 1:
         return tf.TensorShape([None] * rank)
     return tf.TensorShape([None] * (rank - 1) + [tensor.shape[-1]])
 
 
+class BeamState(NamedTuple):
+    """What the loop carries, B sentences of K beams with t tokens so far. A new loop variable
+    is a new field here and its start value in `beam_search`."""
+    time: Any             # int32 []
+    alive_scores: Any     # float32 [B, K], log-probabilities
+    alive_ids: Any        # int32 [B, K, t]
+    finished_scores: Any  # float32 [B, K], length-penalised
+    finished_ids: Any     # int32 [B, K, t], eos last, PAD_ID after
+    model_state: Any      # the model's nest, B * K rows
+
+
 def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode="gnmt",
-                n_best=1):
+                n_best=1, no_repeat_ngram_size=0):
     """Decodes a batch.
 
     Args:
@@ -53,78 +107,69 @@ def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode=
       max_length: int32 [B], the most tokens (eos included) to generate per sentence.
     Returns:
       ids: int32 [B, n_best, T], eos and padding as PAD_ID after the hypothesis ends;
-      scores: float32 [B, n_best], length-penalised log-probabilities.
+      scores: float32 [B, n_best], length-penalised log-probabilities, best first.
     """
     if n_best > beam_size:
         raise ValueError(f"n_best={n_best} exceeds beam_size={beam_size}")
     K = beam_size
     batch = tf.shape(max_length)[0]
-    memory = tf.nest.map_structure(lambda t: _tile(t, K), memory)
-    state = model.initial_state(memory)
+    memory = tf.nest.map_structure(lambda t: tf.repeat(t, K, axis=0), memory)  # row b*K + k
     max_steps = tf.reduce_max(max_length)
     limit = tf.repeat(max_length, K)  # [B*K]
 
-    # Only the first beam is alive at the start, so the K beams do not all expand the same prefix.
-    alive_scores = tf.tile(tf.concat([[0.0], tf.fill([K - 1], NEG_INF)], 0)[None], [batch, 1])
-    alive_ids = tf.zeros([batch, K, 0], tf.int32)
-    finished_ids = tf.zeros([batch, K, 0], tf.int32)
-    finished_scores = tf.fill([batch, K], NEG_INF)
-    last = tf.fill([batch * K], BOS_ID)
-
-    def cond(t, alive_scores, alive_ids, finished_scores, finished_ids, last, state):
+    def cond(s):
         # Stop early when no alive hypothesis can beat the worst finished one of its sentence.
-        best_possible = alive_scores[:, 0] / length_penalty(max_length, alpha, penalty_mode)
-        worst_finished = tf.reduce_min(finished_scores, axis=1)
-        nothing_alive = alive_scores[:, 0] <= NEG_INF / 2
+        best_possible = s.alive_scores[:, 0] / length_penalty(max_length, alpha, penalty_mode)
+        worst_finished = tf.reduce_min(s.finished_scores, axis=1)
+        nothing_alive = s.alive_scores[:, 0] <= NEG_INF / 2
         done = tf.logical_or(nothing_alive, tf.logical_and(worst_finished > NEG_INF / 2,
                                                            worst_finished >= best_possible))
-        return tf.logical_and(t < max_steps, tf.logical_not(tf.reduce_all(done)))
+        return tf.logical_and(s.time < max_steps, tf.logical_not(tf.reduce_all(done)))
 
-    def body(t, alive_scores, alive_ids, finished_scores, finished_ids, last, state):
-        logits, state = model.step(last, t, state, memory)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [B*K, V]
+    def body(s):
+        t = s.time
+        log_probs, state = next_log_probs(model, tf.reshape(s.alive_ids, [batch * K, -1]), t,
+                                          s.model_state, memory, limit, no_repeat_ngram_size)
         vocab = tf.shape(log_probs)[1]
-        banned = tf.one_hot(PAD_ID, vocab, NEG_INF, 0.0) + tf.one_hot(BOS_ID, vocab, NEG_INF, 0.0)
-        # At its length limit a hypothesis may only end.
-        at_limit = tf.greater_equal(t + 1, limit)[:, None]
-        only_eos = tf.one_hot(EOS_ID, vocab, 0.0, NEG_INF)[None]
-        log_probs += banned[None] + tf.where(at_limit, only_eos, tf.zeros_like(only_eos))
-        candidates = tf.reshape(alive_scores, [-1, 1]) + log_probs
+        candidates = tf.reshape(s.alive_scores, [-1, 1]) + log_probs
         candidates = tf.reshape(candidates, [batch, K * vocab])
         top_scores, top_index = tf.math.top_k(candidates, k=2 * K)
         beam_index, token = top_index // vocab, top_index % vocab
-        top_ids = tf.concat([tf.gather(alive_ids, beam_index, batch_dims=1), token[:, :, None]], 2)
+        top_ids = tf.concat([tf.gather(s.alive_ids, beam_index, batch_dims=1), token[:, :, None]], 2)
         is_eos = tf.equal(token, EOS_ID)
 
         # Alive: the best K candidates that did not end.
         alive_candidate_scores = tf.where(is_eos, NEG_INF, top_scores)
-        new_alive_scores, keep = tf.math.top_k(alive_candidate_scores, k=K)
-        new_alive_ids = tf.gather(top_ids, keep, batch_dims=1)
+        alive_scores, keep = tf.math.top_k(alive_candidate_scores, k=K)
         origin = tf.gather(beam_index, keep, batch_dims=1) + tf.range(batch)[:, None] * K
         origin = tf.reshape(origin, [-1])
-        state = tf.nest.map_structure(lambda s: tf.gather(s, origin), state)
-        new_last = tf.reshape(new_alive_ids[:, :, -1], [-1])
 
         # Finished: merge the old finished set with candidates that just ended; keep the best K.
         penalised = top_scores / length_penalty(t + 1, alpha, penalty_mode)
         ended_scores = tf.where(tf.logical_and(is_eos, top_scores > NEG_INF / 2), penalised, NEG_INF)
-        padded_finished = tf.pad(finished_ids, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID)
+        padded_finished = tf.pad(s.finished_ids, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID)
         all_ids = tf.concat([padded_finished, top_ids], axis=1)
-        all_scores = tf.concat([finished_scores, ended_scores], axis=1)
-        new_finished_scores, best = tf.math.top_k(all_scores, k=K)
-        new_finished_ids = tf.gather(all_ids, best, batch_dims=1)
-        return (t + 1, new_alive_scores, new_alive_ids, new_finished_scores, new_finished_ids,
-                new_last, state)
+        all_scores = tf.concat([s.finished_scores, ended_scores], axis=1)
+        finished_scores, best = tf.math.top_k(all_scores, k=K)
+        return (BeamState(
+            time=t + 1, alive_scores=alive_scores,
+            alive_ids=tf.gather(top_ids, keep, batch_dims=1),
+            finished_scores=finished_scores,
+            finished_ids=tf.gather(all_ids, best, batch_dims=1),
+            model_state=tf.nest.map_structure(lambda x: tf.gather(x, origin), state)),)
 
-    loop_vars = (tf.constant(0), alive_scores, alive_ids, finished_scores, finished_ids, last, state)
+    start = BeamState(
+        time=tf.constant(0),
+        # Only the first beam is alive at the start, so the K beams do not all expand the same
+        # prefix.
+        alive_scores=tf.tile(tf.concat([[0.0], tf.fill([K - 1], NEG_INF)], 0)[None], [batch, 1]),
+        alive_ids=tf.zeros([batch, K, 0], tf.int32),
+        finished_scores=tf.fill([batch, K], NEG_INF),
+        finished_ids=tf.zeros([batch, K, 0], tf.int32),
+        model_state=model.initial_state(memory))
     ids_shape = tf.TensorShape([None, K, None])
-    invariants = (tf.TensorShape([]), tf.TensorShape([None, K]), ids_shape,
-                  tf.TensorShape([None, K]), ids_shape, tf.TensorShape([None]),
-                  tf.nest.map_structure(_loop_invariant, state))
-    _, _, _, finished_scores, finished_ids, _, _ = tf.while_loop(
-        cond, body, loop_vars, shape_invariants=invariants, maximum_iterations=max_steps)
-    ids = finished_ids[:, :n_best]
-    # eos and everything after it become padding, so callers can detokenize directly.
-    ended = tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=-1) > 0
-    ids = tf.where(ended, PAD_ID, ids)
-    return ids, finished_scores[:, :n_best]
+    invariants = tf.nest.map_structure(loop_invariant, start)._replace(
+        alive_ids=ids_shape, finished_ids=ids_shape)
+    end = tf.while_loop(cond, body, (start,), shape_invariants=(invariants,),
+                        maximum_iterations=max_steps)[0]
+    return strip_eos(end.finished_ids[:, :n_best]), end.finished_scores[:, :n_best]

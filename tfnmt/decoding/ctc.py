@@ -1,7 +1,8 @@
 """Decoding of CTC outputs (non-autoregressive models): greedy and beam search.
 
 Both take log-probabilities [B, L, C] over the target vocabulary plus a blank, and the number of
-frames of each sentence, and return (ids [B, T] padded with PAD_ID, scores [B]):
+frames of each sentence, and return ids padded with PAD_ID and scores (greedy: [B, T] and [B];
+beam: the n best, [B, n, T] and [B, n]):
 
 - greedy: the best label of every frame, repeats merged, blanks dropped. Plain tensor ops with no
   loop, so every frame is decoded in parallel (and TFLite converts it). The score is the
@@ -34,13 +35,17 @@ def greedy(log_probs, lengths, blank_id):
     return ids, scores
 
 
-def beam(log_probs, lengths, beam_size, blank_id):
+def beam(log_probs, lengths, beam_size, blank_id, n_best=1):
+    """(ids int32 [B, n_best, T] padded with PAD_ID, scores float32 [B, n_best], best first)."""
     num_classes = log_probs.shape[-1]
     if blank_id != num_classes - 1:
         # TensorFlow's decoder takes the last class as the blank.
         raise ValueError(f"CTC beam search needs the blank last (id {num_classes - 1}), not {blank_id}")
     decoded, scores = tf.nn.ctc_beam_search_decoder(
         tf.transpose(log_probs, [1, 0, 2]), tf.cast(lengths, tf.int32), beam_width=beam_size,
-        top_paths=1)
-    ids = tf.sparse.to_dense(decoded[0], default_value=PAD_ID)
-    return tf.cast(ids, tf.int32), scores[:, 0]
+        top_paths=n_best)
+    paths = [tf.cast(tf.sparse.to_dense(path, default_value=PAD_ID), tf.int32) for path in decoded]
+    width = tf.reduce_max([tf.shape(path)[1] for path in paths])
+    ids = tf.stack([tf.pad(path, [[0, 0], [0, width - tf.shape(path)[1]]], constant_values=PAD_ID)
+                    for path in paths], 1)
+    return ids, scores

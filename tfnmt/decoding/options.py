@@ -4,9 +4,13 @@ decoding flags are generated from these fields (cli/flags.py), the Translator ta
 
 import dataclasses
 
-from tfnmt.options import option
+from tfnmt.errors import ConfigError
+from tfnmt.options import check, option
 
 LONG_INPUT_MODES = ("chunk", "error")
+
+# Names an export recorded before they were renamed: old name -> field.
+_RENAMED = {"max_source_length": "max_input_length", "penalty_mode": "length_penalty_mode"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,3 +31,37 @@ class DecodingOptions:
         "chunk", "A source longer than the model's source window (conv_encoder's k̄): translate "
         "it in chunks and join them, or stop with an error. Other models read any length.",
         choices=LONG_INPUT_MODES)
+    n_best: int = option(1, "translate: write the N best hypotheses of each line (N <= "
+                         "--beam_size), best first, one line each: INDEX ||| TRANSLATION ||| "
+                         "SCORE; export: N > 1 adds the `n_best` signature.", bounds=">= 1")
+    no_repeat_ngram_size: int = option(0, "No hypothesis repeats an n-gram of this many tokens "
+                                       "(0 = no constraint); beam search and sampling.",
+                                       bounds=">= 0")
+    sampling: bool = option(False, "Sample each token from the model's distribution instead "
+                            "of beam search (autoregressive models; back-translation).")
+    sampling_topk: int = option(0, "With --sampling: sample among the k most likely tokens "
+                                "(0 = the whole vocabulary; 1 = greedy).", bounds=">= 0")
+    sampling_temperature: float = option(1.0, "With --sampling: divide the logits by this "
+                                         "(< 1 sharper, > 1 flatter).", bounds="> 0")
+    sampling_seed: int = option(0, "With --sampling: the same seed and input give the same "
+                                "output.", bounds="[0, 4294967295]")
+
+    def __post_init__(self):
+        check(self)  # each value in its range before the checks across values
+        if self.n_best > self.beam_size:
+            raise ConfigError(f"--n_best={self.n_best} exceeds --beam_size={self.beam_size}: "
+                              "the beam holds the hypotheses to choose from")
+        if self.sampling and self.n_best > 1:
+            raise ConfigError("--n_best needs beam search: drop --sampling")
+
+    def record(self):
+        """The options as export_info.json writes them."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, record):
+        """The options an export recorded (`record`), under today's names; what an older export
+        did not record takes its default."""
+        names = {field.name for field in dataclasses.fields(cls)}
+        values = {_RENAMED.get(key, key): value for key, value in (record or {}).items()}
+        return cls(**{key: value for key, value in values.items() if key in names})

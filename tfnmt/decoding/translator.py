@@ -1,4 +1,4 @@
-"""Text in, text out: tokenizer, encoder, beam search and detokenizer in one tf.function.
+"""Text in, text out: tokenizer, encoder, decoding strategy and detokenizer in one tf.function.
 
 The same `Translator` serves `tfnmt translate` (from a checkpoint, in-process) and the exported
 SavedModel, so the two give the same translations by construction.
@@ -7,112 +7,149 @@ SavedModel, so the two give the same translations by construction.
 import re
 
 import tensorflow as tf
+from absl import logging
 
 from tfnmt.data.vocab import EOS_ID, PAD_ID
-from tfnmt.decoding import chunking
-from tfnmt.decoding.beam_search import beam_search, max_lengths
-from tfnmt.errors import DataError
+from tfnmt.decoding import chunking, strategies
+from tfnmt.decoding.backend import Backend
+from tfnmt.decoding.options import DecodingOptions
+from tfnmt.errors import ConfigError, DataError
 
-LONG_INPUT_MODES = ("chunk", "error")
+TEXT = tf.TensorSpec([None], tf.string, name="text")
 
 
-class Translator(tf.Module):
-    """Wraps a trained model and its vocabularies.
+class Translator(tf.Module, Backend):
+    """Wraps a trained model and its vocabularies; decodes with one `DecodingOptions`.
 
-    `translate(text [B] string) -> {"translations": string [B], "scores": float32 [B]}`.
+    `translate(text [B] string) -> {"translations": string [B], "scores": float32 [B]}`;
+    `translate_n_best(text, n) -> {"translations": string [B, n], "scores": float32 [B, n]}`,
+    best first, n <= `options.n_best` (the export's `n_best` signature: `n_best_signature`).
     Empty (or whitespace-only) inputs translate to the empty string with score 0.
-    Inputs longer than `max_source_length` subwords are truncated to it (the model never saw
-    longer sentences); the CLI warns about them before calling.
+    Inputs longer than `options.max_input_length` subwords are truncated to it (the model never
+    saw longer sentences); the CLI warns about them before calling.
     A model with a `source_window` (models/base.py) gets longer inputs in chunks whose
     translations are joined (`long_input="chunk"`), or refuses them (`"error"`).
     """
 
-    def __init__(self, model, source_vocab, target_vocab, *, beam_size=4, length_penalty=0.6,
-                 penalty_mode="gnmt", max_length_ratio=1.5, max_length_offset=10,
-                 max_decode_length=256, max_source_length=1024, long_input="chunk"):
+    def __init__(self, model, source_vocab, target_vocab, options=DecodingOptions()):
         super().__init__(name="translator")
         self.model = model
         self.source_tokenizer = source_vocab.tokenizer()
         self.target_tokenizer = target_vocab.tokenizer()
-        self.beam_size = beam_size
-        self.length_penalty = length_penalty
-        self.penalty_mode = penalty_mode
-        self.max_length_ratio = max_length_ratio
-        self.max_length_offset = max_length_offset
-        self.max_decode_length = max_decode_length
-        self.max_source_length = max_source_length
-        if long_input not in LONG_INPUT_MODES:
-            raise ValueError(f"long_input must be one of {LONG_INPUT_MODES}, not {long_input!r}")
-        self.long_input = long_input
+        self.options = options
+        self.strategy = strategies.for_model(model, options)
+        if options.n_best > 1 and model.source_window:
+            raise ConfigError(f"--n_best={options.n_best}: not for a model with a source window "
+                              "(its long inputs are translated in chunks)")
 
-    def decoding_options(self):
-        return {"beam_size": self.beam_size, "length_penalty": self.length_penalty,
-                "penalty_mode": self.penalty_mode, "max_length_ratio": self.max_length_ratio,
-                "max_length_offset": self.max_length_offset,
-                "max_decode_length": self.max_decode_length,
-                "max_source_length": self.max_source_length, "long_input": self.long_input}
+    @property
+    def beam_size(self):
+        return self.strategy.width
+
+    def prepare(self, sentences, where):
+        """Warns about each source longer than `max_input_length` subwords (cut to it), and
+        logs the sources longer than the model's source window (conv_encoder's k̄) as translated
+        in chunks or, with long_input="error", refuses them naming the first one's line."""
+        if not sentences:
+            return
+        lengths = self.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
+        limit = self.options.max_input_length
+        for number, length in enumerate(lengths, start=1):
+            if length > limit:
+                logging.warning("%s:%d: %d subwords; only the first %d are translated "
+                                "(--max_input_length)", where, number, length, limit)
+        window = self.model.source_window
+        if not window:
+            return
+        lengths = [min(int(n), limit) for n in lengths]
+        long = [number for number, n in enumerate(lengths, start=1) if n > window - 1]
+        if not long:
+            return
+        if self.options.long_input == "error":
+            raise DataError(f"{where}:{long[0]}: {lengths[long[0] - 1]} subwords; the model "
+                            f"reads at most {window - 1} (--source_window={window} with eos) and "
+                            f"--long_input=error ({len(long)} such line(s)); --long_input=chunk "
+                            "translates them in pieces")
+        shown = ", ".join(str(n) for n in long[:10]) + (", ..." if len(long) > 10 else "")
+        logging.info("%s: %d of %d sources are longer than the source window of the model (%d "
+                     "subwords and eos) and are translated in chunks: line(s) %s", where,
+                     len(long), len(sentences), window - 1, shown)
 
     def tokenize(self, text):
         """string [B] -> (int32 [B, S] padded source ids ending in eos, int32 [B] lengths)."""
-        ids = self.source_tokenizer.tokenize(text)[:, : self.max_source_length]
+        ids = self.source_tokenizer.tokenize(text)[:, : self.options.max_input_length]
         eos = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], EOS_ID))
         ids = tf.concat([ids, eos], axis=1)
         return ids.to_tensor(default_value=PAD_ID), tf.cast(ids.row_lengths(), tf.int32) - 1
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    @tf.function(input_signature=[TEXT])
     def translate(self, text):
-        return self._translate(text, self.beam_size)
+        return self._translate(text, self.strategy)
+
+    def translate_n_best(self, text, n):
+        """The `n` <= `options.n_best` best translations of each sentence."""
+        if n > self.options.n_best:
+            raise ConfigError(f"--n_best={n}: this translator keeps {self.options.n_best}")
+        return {key: value[:, :n] for key, value in self.n_best_signature(text).items()}
+
+    @tf.function(input_signature=[TEXT])
+    def n_best_signature(self, text):
+        source, lengths = self.tokenize(text)
+        n = self.options.n_best
+        ids, scores = self.search(source, lengths, self.strategy, n)  # [B, N, T], [B, N]
+        batch = tf.shape(ids)[0]
+        flat = tf.reshape(ids, [batch * n, -1])
+        texts = self.target_tokenizer.detokenize(tf.RaggedTensor.from_tensor(flat, padding=PAD_ID))
+        empty = tf.equal(lengths, 0)[:, None]
+        return {"translations": tf.where(empty, "", tf.reshape(texts, [batch, n])),
+                "scores": tf.where(empty, 0.0, scores)}
 
     def export_signatures(self):
-        """{signature name: (concrete function, beam size)} for a SavedModel.
+        """{signature name: (concrete function, beam size)} for a SavedModel: the strategy's
+        variants (decoding/strategies.py; serving_default first), and `n_best` when
+        `options.n_best` > 1."""
+        signatures = {}
+        for name, strategy in self.strategy.variants().items():
+            function = self.translate if strategy is self.strategy else tf.function(
+                lambda text, strategy=strategy: self._translate(text, strategy),
+                input_signature=[TEXT])
+            signatures[name] = (function.get_concrete_function(), strategy.width)
+        if self.options.n_best > 1:
+            signatures["n_best"] = (self.n_best_signature.get_concrete_function(),
+                                    self.strategy.width)
+        return signatures
 
-        `serving_default` decodes with the translator's settings. A non-autoregressive model
-        decodes greedily there (its parallel, fast path) and adds `beam`, the model's own beam
-        search with `beam_size`, when that is above 1.
-        """
-        if self.model.autoregressive or self.beam_size == 1:
-            return {"serving_default": (self.translate.get_concrete_function(), self.beam_size)}
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-        def greedy(text):
-            return self._translate(text, 1)
-        return {"serving_default": (greedy.get_concrete_function(), 1),
-                "beam": (self.translate.get_concrete_function(), self.beam_size)}
-
-    def _translate(self, text, beam_size):
+    def _translate(self, text, strategy):
         source, lengths = self.tokenize(text)
-        ids, scores = self.translate_ids(source, lengths, beam_size)
+        ids, scores = self.translate_ids(source, lengths, strategy)
         ragged = tf.RaggedTensor.from_tensor(ids, padding=PAD_ID)
         translations = self.target_tokenizer.detokenize(ragged)
         empty = tf.equal(lengths, 0)
         return {"translations": tf.where(empty, "", translations),
                 "scores": tf.where(empty, 0.0, scores)}
 
-    def translate_ids(self, source, lengths, beam_size=None):
+    def translate_ids(self, source, lengths, strategy=None):
         """Padded source ids [B, S] (eos-terminated) and their lengths without eos [B] ->
-        (ids [B, T] padded with PAD_ID, scores [B]). Shared by the SavedModel and TFLite exports.
-        `beam_size` defaults to the translator's."""
-        beam_size = beam_size or self.beam_size
+        (ids [B, T] padded with PAD_ID, scores [B]) of the best translation. Shared by the
+        SavedModel and TFLite exports. `strategy` defaults to the translator's."""
+        strategy = strategy or self.strategy
         window = self.model.source_window
         if not window:
-            return self._translate_ids(source, lengths, beam_size)
-        if self.long_input == "error":
+            ids, scores = self.search(source, lengths, strategy)
+            return ids[:, 0], scores[:, 0]
+        if self.options.long_input == "error":
             tf.debugging.assert_less_equal(
                 lengths, window - 1, message=f"a source is {chunking.TOO_LONG} ({window - 1} "
                 "subwords and eos) and --long_input=error; --long_input=chunk translates it in "
                 "pieces")
         chunks, chunk_lengths, sentence = chunking.split(source, lengths, window)
-        ids, scores = self._translate_ids(chunks, chunk_lengths, beam_size)
-        return chunking.join(ids, scores, sentence, tf.shape(lengths)[0])
+        ids, scores = self.search(chunks, chunk_lengths, strategy)
+        return chunking.join(ids[:, 0], scores[:, 0], sentence, tf.shape(lengths)[0])
 
-    def _translate_ids(self, source, lengths, beam_size):
+    def search(self, source, lengths, strategy=None, n_best=1):
+        """(ids [B, n_best, T], scores [B, n_best]) of sources that fit the model's window."""
         memory = self.model.encode(source, training=False)
-        if not self.model.autoregressive:
-            return self.model.predict_ids(memory, beam_size)
-        limit = max_lengths(lengths, self.max_length_ratio, self.max_length_offset,
-                            self.max_decode_length)
-        ids, scores = beam_search(self.model, memory, limit, beam_size,
-                                  self.length_penalty, self.penalty_mode)
-        return ids[:, 0], scores[:, 0]
+        return (strategy or self.strategy)(self.model, memory, lengths, n_best)
 
 
 # `translate` sorts by length within windows of this many batches rather than over the whole
@@ -121,12 +158,13 @@ class Translator(tf.Module):
 STREAM_WINDOW_BATCHES = 8
 
 
-def translations(translator, sentences, batch_size, progress=False, window=0):
+def translations(translator, sentences, batch_size, progress=False, window=0, n_best=0):
     """Yields (index, translation) of `sentences` (list of str), a batch at a time.
 
     Batches are formed from sentences of similar length, so padding and the longest hypothesis
     of a batch cost less: sorted over the whole list, or over each `window` sentences in turn
-    (0 = the whole list). `translator` is a Translator or anything with the same `translate`.
+    (0 = the whole list). `translator` is a backend (decoding/backend.py). With `n_best` N > 0
+    a sentence's translation is its N best hypotheses as N lines (`n_best_lines`).
     """
     window = window or max(len(sentences), 1)
     bar = None
@@ -141,8 +179,13 @@ def translations(translator, sentences, batch_size, progress=False, window=0):
             order = sorted(span, key=lambda i: len(sentences[i]))
             for start in range(0, len(order), batch_size):
                 index = order[start:start + batch_size]
-                for i, text in zip(index, _translate_batch(translator, [sentences[i] for i in index])):
-                    yield i, text
+                batch = [sentences[i] for i in index]
+                if n_best:
+                    out = _translate_batch(translator.translate_n_best, batch, n_best)
+                    out = [n_best_lines(i, *hypotheses) for i, hypotheses in zip(index, out)]
+                else:
+                    out = _translate_batch(translator.translate, batch)
+                yield from zip(index, out)
                 if bar is not None:
                     bar.update(len(index))
     finally:
@@ -150,16 +193,27 @@ def translations(translator, sentences, batch_size, progress=False, window=0):
             bar.close()
 
 
-def _translate_batch(translator, batch):
+def n_best_lines(index, hypotheses, scores):
+    """A sentence's hypotheses in Moses' n-best format, best first, one line each:
+    `INDEX ||| TRANSLATION ||| SCORE`, INDEX the sentence's 0-based line in the input."""
+    return "\n".join(f"{index} ||| {text} ||| {score:.4f}" for text, score in zip(hypotheses, scores))
+
+
+def _translate_batch(translate, batch, *n_best):
+    """Texts [B], or with `n_best` (hypotheses [N], scores [N]) [B]."""
     try:
-        out = translator.translate(tf.constant(batch))["translations"]
+        out = translate(tf.constant(batch), *n_best)
     except tf.errors.InvalidArgumentError as error:
         # --long_input=error: a user error, reported in one line rather than a traceback.
         refused = re.search(r"\[([^\]]*%s[^\]]*)\]" % chunking.TOO_LONG, error.message)
         if not refused:
             raise
         raise DataError(refused.group(1)) from None
-    return [text.decode("utf-8") for text in out.numpy()]
+    texts = out["translations"].numpy().reshape(len(batch), -1)
+    texts = [[text.decode("utf-8") for text in row] for row in texts]
+    if n_best:
+        return list(zip(texts, out["scores"].numpy().tolist()))
+    return [row[0] for row in texts]
 
 
 def translate_sentences(translator, sentences, batch_size, progress=False):

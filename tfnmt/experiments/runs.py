@@ -145,6 +145,7 @@ def score(run, root, settings):
     import keras
     from tfnmt import model_dir as model_dir_lib
     from tfnmt.data import sources as sources_lib
+    from tfnmt.decoding.options import DecodingOptions
     from tfnmt.decoding.translator import Translator, translate_sentences
     from tfnmt.evaluation import bleu, length_buckets
     from tfnmt.training import checkpoints
@@ -153,7 +154,8 @@ def score(run, root, settings):
     config, model, source_vocab, target_vocab = model_dir_lib.load(run.directory)
     path = checkpoints.resolve(run.directory)
     checkpoints.restore_model(model, path)
-    translator = Translator(model, source_vocab, target_vocab, **settings["decode_options"])
+    translator = Translator(model, source_vocab, target_vocab,
+                            options=DecodingOptions.from_record(settings["decode_options"]))
     data = config["data"]
     spec = sources_lib.DataSpec(data["data"], data["source_lang"], data["target_lang"],
                                 settings["manual_dir"], settings["tfds_data_dir"])

@@ -3,7 +3,8 @@
     serving_default(text: string [B]) -> {"translations": string [B], "scores": float32 [B]}
 
 A non-autoregressive model decodes greedily in `serving_default` and has a second signature,
-`beam`, with the same inputs and outputs (Translator.export_signatures).
+`beam`, with the same inputs and outputs; an export made with n_best N > 1 has `n_best`,
+translations and scores [B, N] (Translator.export_signatures).
 
 The graph may only hold ops that TF Serving's stock model server has: core TensorFlow and
 tensorflow-text. `disallowed_ops` is checked on every export.
@@ -15,6 +16,8 @@ import os
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from tfnmt.decoding.backend import Backend
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
 from tfnmt.export.versions import write_version
 
@@ -35,7 +38,7 @@ def export(translator, export_dir, name, version=0, config=None):
         signatures = translator.export_signatures()
         tf.saved_model.save(_servable(translator), staging,
                             signatures={name: fn for name, (fn, _) in signatures.items()})
-        info = {"config": config or {}, "decoding": translator.decoding_options(),
+        info = {"config": config or {}, "decoding": translator.options.record(),
                 "signatures": {name: {"beam_size": beam} for name, (_, beam) in signatures.items()}}
         os.makedirs(os.path.join(staging, "assets.extra"), exist_ok=True)
         with open(os.path.join(staging, EXPORT_INFO), "w") as f:
@@ -72,6 +75,42 @@ def read_export_info(path):
             return json.load(f)
     except (OSError, json.JSONDecodeError):
         return {}
+
+
+class SavedModelTranslator(Backend):
+    """An exported model as a translation backend (decoding/backend.py): `translate` through
+    one of its signatures (`serving_default`, or e.g. `beam` of a non-autoregressive model),
+    `translate_n_best` through `n_best`."""
+
+    def __init__(self, path, signature="serving_default", module=None):
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+        if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+            raise ConfigError(f"no SavedModel in {path} (expected DIR/NAME/VERSION/saved_model.pb)")
+        self.module = module or tf.saved_model.load(path)
+        if signature not in self.module.signatures:
+            raise ConfigError(f"{path} has no signature {signature!r}; it has "
+                              f"{', '.join(sorted(self.module.signatures))}")
+        self.path = path
+        self.signature_name = signature
+        self.signature = self.module.signatures[signature]
+        info = read_export_info(path)
+        self.config = info.get("config") or None
+        self.options = DecodingOptions.from_record(info.get("decoding"))
+        self.beam_size = (info.get("signatures", {}).get(signature, {}).get("beam_size")
+                          or self.options.beam_size)
+
+    def signatures(self):
+        return sorted(self.module.signatures)
+
+    def translate(self, text):
+        return self.signature(text=text)
+
+    def translate_n_best(self, text, n):
+        if "n_best" not in self.module.signatures or n > self.options.n_best:
+            raise ConfigError(f"--n_best={n}: {self.path} keeps {self.options.n_best} "
+                              f"hypotheses per sentence; export it with --n_best={n} or more")
+        out = self.module.signatures["n_best"](text=text)
+        return {key: value[:, :n] for key, value in out.items()}
 
 
 def graph_ops(path):

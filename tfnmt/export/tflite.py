@@ -2,7 +2,7 @@
 
 The flatbuffer takes one sentence's SentencePiece ids and returns the translation's ids:
 
-    input  int32 [1, S]  source ids followed by eos (3); at most max_source_length + 1 ids
+    input  int32 [1, S]  source ids followed by eos (3); at most max_input_length + 1 ids
     output int32 [1, T]  target ids, padded with 0 after the translation ends
     output float32 [1]   the hypothesis score (length-penalised log-probability)
 
@@ -27,6 +27,8 @@ import tensorflow as tf
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from tfnmt.data.vocab import EOS_ID, PAD_ID, JOINT_FILE, SOURCE_FILE, TARGET_FILE, Vocab
+from tfnmt.decoding.backend import Backend
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
 from tfnmt.export.versions import write_version
 
@@ -76,7 +78,7 @@ def export(translator, model_dir, export_dir, name, version=0, config=None, quan
     from tfnmt.data.vocab import vocab_paths
     flatbuffer = convert(translator, quantize)
     source_path, target_path = vocab_paths(model_dir)
-    options = translator.decoding_options()
+    options = translator.options
 
     def write(staging):
         os.makedirs(staging)
@@ -86,11 +88,11 @@ def export(translator, model_dir, export_dir, name, version=0, config=None, quan
             shutil.copy(path, os.path.join(staging, os.path.basename(path)))
         joint = source_path == target_path
         info = {
-            "config": config or {}, "decoding": options, "quantize": quantize,
+            "config": config or {}, "decoding": options.record(), "quantize": quantize,
             "source_vocab": JOINT_FILE if joint else SOURCE_FILE,
             "target_vocab": JOINT_FILE if joint else TARGET_FILE,
             "input": {"dtype": "int32", "shape": [1, -1], "append_id": EOS_ID,
-                      "max_ids": options["max_source_length"] + 1},
+                      "max_ids": options.max_input_length + 1},
             "outputs": {"ids": {"dtype": "int32", "shape": [1, -1], "padding_id": PAD_ID},
                         "scores": {"dtype": "float32", "shape": [1]}},
         }
@@ -100,9 +102,9 @@ def export(translator, model_dir, export_dir, name, version=0, config=None, quan
     return write_version(export_dir, name, version, write)
 
 
-class TFLiteTranslator:
-    """Runs an exported flatbuffer with the LiteRT interpreter behind Translator's interface
-    (`translate(text [B]) -> {"translations", "scores"}`), one sentence at a time as on a phone."""
+class TFLiteTranslator(Backend):
+    """Runs an exported flatbuffer with the LiteRT interpreter as a translation backend
+    (decoding/backend.py), one sentence at a time as on a phone; one translation each."""
 
     def __init__(self, path):
         from ai_edge_litert.interpreter import Interpreter
@@ -112,7 +114,8 @@ class TFLiteTranslator:
         with open(os.path.join(path, INFO_FILE)) as f:
             self.info = json.load(f)
         self.config = self.info.get("config") or None
-        self.beam_size = self.info["decoding"]["beam_size"]
+        self.options = DecodingOptions.from_record(self.info["decoding"])
+        self.beam_size = self.options.beam_size
         self.source_vocab = Vocab.from_file(os.path.join(path, self.info["source_vocab"]))
         self.target_vocab = Vocab.from_file(os.path.join(path, self.info["target_vocab"]))
         self.interpreter = Interpreter(model_path=model)

@@ -13,8 +13,13 @@ Beam search tiles `memory` once and reorders `state` with `tf.gather` on axis 0:
 both must therefore have the batch as its first dimension. Auxiliary losses (e.g. a diversity
 term) are added with `self.add_loss` inside `call` and summed into the training loss.
 
-A non-autoregressive model sets `autoregressive = False`, implements
-`predict_ids(memory, beam_size) -> (ids [B, T], scores [B])` instead of `initial_state`/`step`,
+A model is decoded by the strategies of its `strategy_family` (decoding/strategies.py). A CTC
+model (`autoregressive = False`, `strategy_family = "ctc"`) implements, instead of
+`initial_state`/`step`,
+
+    label_log_probs(memory) -> (log_probs [B, L, C], lengths [B])   every position's labels
+    blank_id                                                         the blank label's id
+
 and its `decode` may return any nest that its own `translation_loss` takes (CTC: logits and
 their lengths).
 
@@ -38,8 +43,10 @@ from tfnmt.objectives.replicas import TOTAL_PREFIX
 class Seq2SeqModel(keras.Model):
     HPARAMS = {}
     registry_name = None
-    # Non-autoregressive models (CTC) set this False and override `predict_ids`.
+    # Non-autoregressive models (CTC) set this False.
     autoregressive = True
+    # Which decoding strategies apply (decoding/strategies.py FAMILIES).
+    strategy_family = "autoregressive"
     # A model whose encoder reads at most this many source tokens (eos included) sets it; the
     # translator then splits longer sources into chunks (or refuses them, --long_input=error)
     # and the trainer drops longer training pairs. None = any length.
@@ -81,9 +88,6 @@ class Seq2SeqModel(keras.Model):
 
     def translation_loss(self, labels, logits):
         return label_smoothed_cross_entropy(labels, logits, self.label_smoothing)
-
-    def predict_ids(self, memory, beam_size):
-        raise NotImplementedError(f"{type(self).__name__} is autoregressive: use the beam search")
 
     # --- Keras plumbing -----------------------------------------------------------------------
     def call(self, inputs, training=False):

@@ -31,7 +31,6 @@ import keras
 import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from tfnmt.decoding import ctc
 from tfnmt.errors import ConfigError
 from tfnmt.layers.attention import NEG_INF, key_mask
 from tfnmt.layers.position import SinusoidalPosition
@@ -48,6 +47,7 @@ VARIANTS = ("deep_encoder", "encoder_decoder", "encoder_decoder_pos")
 @register("ctc_nat")
 class CTCNonAutoregressive(Seq2SeqModel):
     autoregressive = False
+    strategy_family = "ctc"
     # The Transformer's settings, at the paper's sizes (d 512, FFN 4096, 16 heads).
     HPARAMS = {
         "ctc_variant": ("encoder_decoder_pos", "CTC model: deep_encoder | encoder_decoder | "
@@ -146,15 +146,15 @@ class CTCNonAutoregressive(Seq2SeqModel):
         self.report("dropped_pairs", dropped, total=True)
         return loss, num_tokens
 
-    def predict_ids(self, memory, beam_size):
+    def label_log_probs(self, memory):
+        """What CTC search (decoding/ctc.py) reads: log-probabilities float32 [B, L, V + 1] of
+        every split state's label, pad, bos and eos excluded, and the states per sentence [B]."""
         outputs = self.decode(memory)
         vocab = self.target_vocab_size + 1
         banned = (tf.one_hot(PAD_ID, vocab, NEG_INF, 0.0) + tf.one_hot(BOS_ID, vocab, NEG_INF, 0.0)
                   + tf.one_hot(EOS_ID, vocab, NEG_INF, 0.0))
         log_probs = tf.nn.log_softmax(tf.cast(outputs["logits"], tf.float32) + banned, axis=-1)
-        if beam_size == 1:
-            return ctc.greedy(log_probs, outputs["lengths"], self.blank_id)
-        return ctc.beam(log_probs, outputs["lengths"], beam_size, self.blank_id)
+        return log_probs, outputs["lengths"]
 
     # --- parts ------------------------------------------------------------------------------
     def _logits(self, x):

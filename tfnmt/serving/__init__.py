@@ -10,4 +10,5 @@ machines without Docker, for development, and for the tests:
     rest.py      the REST API (WSGI): routes, JSON formats, TF Serving's status codes and errors
     server.py    the HTTP server (waitress) around it
     client.py    the client behind `tfnmt translate --server` and `tfnmt bench --bench=serve`
+    backends.py  the one factory of translation backends (checkpoint, export, served model)
 """

@@ -17,6 +17,7 @@ import numpy as np
 import requests
 from absl import logging
 
+from tfnmt.decoding.backend import Backend
 from tfnmt.errors import ConfigError, UserError
 from tfnmt.serving.options import ClientOptions
 from tfnmt.serving.status import sentence_limit
@@ -115,9 +116,11 @@ class ServingClient:
             logging.warning("%s: %s; retrying up to %d times within %.1f s (--server_retries)",
                             url, failure, self.retries, wait)
 
-    def predict(self, texts):
-        """{output name: list} for a list of input strings."""
-        body = json.dumps({"inputs": list(texts)}, ensure_ascii=False).encode("utf-8")
+    def predict(self, texts, signature=None):
+        """{output name: list} for a list of input strings, from the model's default signature
+        or `signature`."""
+        request = {"inputs": list(texts), **({"signature_name": signature} if signature else {})}
+        body = json.dumps(request, ensure_ascii=False).encode("utf-8")
         outputs = self._request("POST", self.model_url + ":predict", body)["outputs"]
         if not isinstance(outputs, dict):
             raise ServerError(f"{self.model_url}: expected named outputs, got {str(outputs)[:100]}")
@@ -137,14 +140,14 @@ def _error_message(response):
         return response.text.strip()[:300] or response.reason
 
 
-class RemoteTranslator:
-    """A served model behind Translator's `translate(text) -> {"translations", "scores"}`.
+class RemoteTranslator(Backend):
+    """A served model as a translation backend (decoding/backend.py); `translate_n_best` asks
+    for its `n_best` signature.
 
     A sentence over the server's --max_sentence_chars is cut to it, as a checkpoint or an export
     cuts one over --max_input_length subwords; the limit is learnt from the first refusal."""
 
     config = None
-    beam_size = None
 
     def __init__(self, client):
         self.client = client
@@ -152,8 +155,9 @@ class RemoteTranslator:
         self._source = ("input", [])  # where the sentences come from, to name their lines
         self._warned = set()
 
-    def name_lines(self, sentences, where):
-        """Warnings about these sentences name them WHERE:LINE (their line in the input)."""
+    def prepare(self, sentences, where):
+        """Warnings about these sentences name them WHERE:LINE (their line in the input); the
+        server's limit is learnt from its first refusal."""
         self._source = (where, list(sentences))
 
     def _learn_limit(self, limit):
@@ -177,21 +181,32 @@ class RemoteTranslator:
         return [cut(t, self.max_chars) if len(t) > self.max_chars else t for t in texts]
 
     def translate(self, text):
+        return self._predict(text)
+
+    def translate_n_best(self, text, n):
+        out = self._predict(text, "n_best")
+        if len(out["translations"].shape) != 2 or out["translations"].shape[1] < n:
+            raise ServerError(f"{self.client.model_url}: its n_best signature gives fewer than "
+                              f"--n_best={n} hypotheses")
+        return {key: value[:, :n] for key, value in out.items()}
+
+    def _predict(self, text, signature=None):
         import tensorflow as tf
         texts = [t.decode("utf-8") for t in text.numpy()] if hasattr(text, "numpy") else list(text)
         try:
-            outputs = self.client.predict(self._fit(texts))
+            outputs = self.client.predict(self._fit(texts), signature)
         except SentenceTooLong as e:
             if self.max_chars is not None and e.limit >= self.max_chars:
                 raise
             self._learn_limit(e.limit)
-            outputs = self.client.predict(self._fit(texts))
+            outputs = self.client.predict(self._fit(texts), signature)
         translations, scores = outputs.get("translations"), outputs.get("scores")
         if translations is None or len(translations) != len(texts):
             raise ServerError(f"{self.client.model_url}: not a tfnmt translation model "
                               f"(outputs {sorted(outputs)})")
+        scores = scores if scores is not None else np.zeros(np.shape(translations)).tolist()
         return {"translations": tf.constant(translations, tf.string),
-                "scores": tf.constant(scores if scores is not None else [0.0] * len(texts), tf.float32)}
+                "scores": tf.constant(scores, tf.float32)}
 
 
 def load_test(client, sentences, *, clients, seconds, sentences_per_request, expected=None):

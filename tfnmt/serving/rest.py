@@ -92,7 +92,10 @@ def error_body(message):
 
 
 def _column(name, array):
-    """An output vector as JSON values (strings decoded; "*_bytes" outputs as {"b64": ...})."""
+    """An output vector as JSON values (strings decoded; "*_bytes" outputs as {"b64": ...});
+    a matrix (the `n_best` signature's) as a list of rows."""
+    if array.ndim > 1:
+        return [_column(name, row) for row in array]
     if array.dtype.kind in ("S", "O"):
         if name.endswith("_bytes"):
             return [{"b64": base64.b64encode(v).decode("ascii")} for v in array]

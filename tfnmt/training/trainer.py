@@ -158,7 +158,7 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
         translator, valid_sources, valid_references = None, [], []
         if options.bleu_sentences > 0:
             valid_sources, valid_references = sources.references(spec, splits[1], options.bleu_sentences)
-            translator = Translator(model, source_vocab, target_vocab, **decode_options)
+            translator = Translator(model, source_vocab, target_vocab, decode_options)
         validator = callbacks.Validator(valid_batches, translator, valid_sources, valid_references,
                                         scoring={"target_lang": spec.target_lang,
                                                  "tokenize": options.bleu_tokenize})

@@ -1,0 +1,26 @@
+"""What every translation backend offers, wherever the model runs: a checkpoint in-process
+(`decoding/translator.Translator`), a SavedModel (`export/saved_model.SavedModelTranslator`), a
+TFLite flatbuffer (`export/tflite.TFLiteTranslator`) or a served model
+(`serving/client.RemoteTranslator`). `serving/backends.open_backend` is the one place that picks
+and opens one; `tfnmt translate`, `evaluate`, `distill` and `bench` see only this interface.
+"""
+
+from tfnmt.errors import ConfigError
+
+
+class Backend:
+    # The beam its translations come from, where known (bench and distill record it).
+    beam_size = None
+
+    def translate(self, text):
+        """string [B] -> {"translations": string [B], "scores": float32 [B]}."""
+        raise NotImplementedError
+
+    def translate_n_best(self, text, n):
+        """string [B] -> {"translations": string [B, n], "scores": float32 [B, n]}, best first."""
+        raise ConfigError(f"--n_best={n}: {type(self).__name__} gives one translation per "
+                          "sentence; use a checkpoint or a SavedModel exported with --n_best")
+
+    def prepare(self, sentences, where):
+        """Before `sentences` (str, read from `where`) are translated: whatever the backend can
+        tell about them beforehand is said (as WHERE:LINE) or refused here."""

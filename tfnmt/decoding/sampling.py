@@ -1,0 +1,84 @@
+"""Greedy search and sampling for autoregressive models: one hypothesis per sentence, one token
+per step, until eos or the sentence's length limit (`next_log_probs` bans the same tokens as in
+beam search).
+
+- greedy: the most likely token (`choose=None`).
+- sampling: a token drawn from the model's distribution, limited to the k most likely (top-k)
+  and sharpened or flattened by a temperature, as fairseq's and OpenNMT-tf's sampling for
+  back-translation (Edunov et al. 2018). With k = 1 it is greedy search. Draws are stateless
+  (`tf.random.stateless_categorical` seeded with (seed, step)), so the same seed, input and
+  batch give the same output, in-process and in an export.
+"""
+
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+
+from tfnmt.data.vocab import EOS_ID, PAD_ID
+from tfnmt.decoding.beam_search import (NEG_INF, length_penalty, loop_invariant, next_log_probs,
+                                        strip_eos)
+
+
+class SampleState(NamedTuple):
+    """What the loop carries for B sentences with t tokens so far."""
+    time: Any         # int32 []
+    ids: Any          # int32 [B, t], PAD_ID after eos
+    scores: Any       # float32 [B], log-probability of the tokens so far (eos included)
+    done: Any         # bool [B], eos drawn
+    model_state: Any  # the model's nest, B rows
+
+
+def sampler(topk=0, temperature=1.0, seed=0):
+    """choose(log_probs [B, V], step) -> tokens [B]: a draw among the `topk` most likely tokens
+    (0 = all) of the distribution at `temperature`."""
+    def choose(log_probs, time):
+        logits = log_probs / temperature
+        if topk:
+            kth = tf.math.top_k(logits, k=tf.minimum(topk, tf.shape(logits)[1]))[0][:, -1:]
+            logits = tf.where(logits < kth, NEG_INF, logits)
+        return tf.random.stateless_categorical(logits, 1, seed=tf.stack([seed, time]),
+                                               dtype=tf.int32)[:, 0]
+    return choose
+
+
+def search(model, memory, max_length, choose=None, alpha=0.6, penalty_mode="gnmt",
+           no_repeat_ngram_size=0):
+    """One translation per sentence, token by token.
+
+    Args:
+      memory: the encoder output nest for B sentences.
+      max_length: int32 [B], the most tokens (eos included) per sentence.
+      choose: `sampler(...)`, or None for the most likely token.
+    Returns:
+      ids int32 [B, 1, T] padded with PAD_ID (eos removed), scores float32 [B, 1]: the
+      length-penalised log-probability of the translation, as beam search scores one.
+    """
+    batch = tf.shape(max_length)[0]
+
+    def cond(s):
+        return tf.logical_and(s.time < tf.reduce_max(max_length),
+                              tf.logical_not(tf.reduce_all(s.done)))
+
+    def body(s):
+        log_probs, state = next_log_probs(model, s.ids, s.time, s.model_state, memory,
+                                          max_length, no_repeat_ngram_size)
+        if choose is None:
+            token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        else:
+            token = choose(log_probs, s.time)
+        token = tf.where(s.done, PAD_ID, token)
+        chosen = tf.gather(log_probs, token, batch_dims=1)
+        return (SampleState(
+            time=s.time + 1, ids=tf.concat([s.ids, token[:, None]], axis=1),
+            scores=s.scores + tf.where(s.done, 0.0, chosen),
+            done=tf.logical_or(s.done, tf.equal(token, EOS_ID)), model_state=state),)
+
+    start = SampleState(time=tf.constant(0), ids=tf.zeros([batch, 0], tf.int32),
+                        scores=tf.zeros([batch]), done=tf.zeros([batch], tf.bool),
+                        model_state=model.initial_state(memory))
+    invariants = tf.nest.map_structure(loop_invariant, start)._replace(
+        ids=tf.TensorShape([None, None]))
+    end = tf.while_loop(cond, body, (start,), shape_invariants=(invariants,))[0]
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(end.ids, PAD_ID), tf.int32), axis=1)
+    scores = end.scores / length_penalty(lengths, alpha, penalty_mode)
+    return strip_eos(end.ids)[:, None], scores[:, None]
