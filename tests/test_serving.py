@@ -154,12 +154,12 @@ def test_n_best_through_the_server_equals_n_best_in_process(server, trained_mode
     assert run_cli("translate", f"--model_dir={trained_model}", "--beam_size=3", "--n_best=2",
                    f"--input={source}") == 0
     local = capsys.readouterr().out
-    assert run_cli("translate", f"--server={server}", "--model=tiny", "--n_best=2",
+    assert run_cli("translate", f"--server={server}", "--served_model=tiny", "--n_best=2",
                    f"--input={source}") == 0
     remote = capsys.readouterr().out
     assert remote == local and len(remote.splitlines()) == 8 and remote.startswith("0 ||| ")
     # A model exported without n_best: the server's refusal, in one line.
-    assert run_cli("translate", f"--server={server}", "--model=greedy", "--n_best=2",
+    assert run_cli("translate", f"--server={server}", "--served_model=greedy", "--n_best=2",
                    f"--input={source}") == 2
     assert 'signature name: \"n_best\" not found' in capsys.readouterr().err.splitlines()[-1]
 
@@ -646,8 +646,10 @@ def test_the_demo_page_translates_as_you_type_with_every_served_model(server, tr
 
         assert wait.until(shown) == expected
         for column in browser.find_elements(By.CSS_SELECTOR, "div.model"):
+            name = column.get_attribute("data-model")
+            newest = requests.get(f"{server}/v1/models/{name}", timeout=30).json()["model_version_status"][0]
             title = column.find_element(By.TAG_NAME, "h2").text
-            assert re.fullmatch(rf"{column.get_attribute('data-model')} \(version 1\) \d+ ms", title), title
+            assert re.fullmatch(rf"{name} \(version {newest['version']}\) \d+ ms", title), title
         # A model exported without an alignments signature offers no heatmap.
         assert not browser.find_elements(By.CSS_SELECTOR, "li.pickable")
         shot = os.environ.get("TFNMT_DEMO_SCREENSHOT") or str(tmp_path / "demo.png")
@@ -662,11 +664,15 @@ def test_the_demo_page_lists_the_served_models_and_can_be_turned_off(exports):
     manager = ModelManager(export_dir=base)
     manager.start(0)
     try:
-        status, answer = _wsgi(RestApi(manager), "GET", "/demo/models")
-        assert status == 200
-        assert answer == {"models": [
-            {"name": name, "version": 1, "signatures": ["serving_default"], "alignments": False}
-            for name in ("greedy", "tiny")]}
+        app = RestApi(manager)
+        status, answer = _wsgi(app, "GET", "/demo/models")
+        assert status == 200 and [m["name"] for m in answer["models"]] == ["greedy", "tiny"]
+        for model in answer["models"]:  # what the REST API says of the newest version
+            metadata = _wsgi(app, "GET", f"/v1/models/{model['name']}/metadata")[1]
+            signatures = metadata["metadata"]["signature_def"]["signature_def"]
+            assert model == {"name": model["name"], "version": int(metadata["model_spec"]["version"]),
+                             "signatures": sorted(n for n in signatures if not n.startswith("__")),
+                             "alignments": False}
         status, answer = _wsgi(RestApi(manager, ServeOptions(no_demo=True)), "GET", "/demo/models")
         assert status == 404 and "the REST API is under /v1/models/" in answer["error"]
     finally:
