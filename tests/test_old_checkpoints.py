@@ -1,0 +1,33 @@
+"""Checkpoints written before a change keep restoring: tests/data/old_checkpoints holds, per
+registered model, a model directory written by tests/make_old_checkpoints.py with an older
+version of the code. The current code must read its config.json, build the model, restore every
+weight under the same checkpoint key and compute the same logits."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from contract import TINY, logits_of
+from tfnmt import model_dir as model_dir_lib
+from tfnmt.training import checkpoints
+from tfnmt.training.checkpoints import trackables
+
+OLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "old_checkpoints")
+
+
+def test_every_registered_model_has_an_old_checkpoint():
+    assert sorted(os.listdir(OLD)) == sorted(TINY)
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(OLD)))
+def test_a_checkpoint_written_by_older_code_restores_every_weight_and_the_same_logits(name):
+    directory = os.path.join(OLD, name)
+    model = model_dir_lib.build_model(model_dir_lib.read_config(directory))
+    # assert_consumed: every variable of the model is read, and every value of the checkpoint.
+    tf.train.Checkpoint(**trackables(model)).restore(checkpoints.resolve(directory)).assert_consumed()
+    stored = np.load(os.path.join(directory, "logits.npz"))
+    logits = logits_of(model({"source": tf.constant(stored["source"]),
+                              "target_in": tf.constant(stored["target_in"])}))
+    np.testing.assert_allclose(logits.numpy(), stored["logits"], atol=1e-5)
