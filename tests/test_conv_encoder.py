@@ -16,7 +16,7 @@ from tfnmt.decoding.translator import Translator, translate_sentences
 from tfnmt.errors import ConfigError, DataError
 from tfnmt.export import tflite
 from tfnmt.layers.gated_pooling import GatedPooling
-from tfnmt.models import registry
+from tfnmt.models import catalog
 from tfnmt.models.base import Seq2SeqModel
 from tfnmt.training.trainer import source_length_limit
 
@@ -38,13 +38,13 @@ TINY = {
 
 
 def conv_model(kind, **overrides):
-    model = registry.get("conv_encoder")(50, 60, **dict(TINY[kind], **overrides))
+    model = catalog.get("conv_encoder")(50, 60, **dict(TINY[kind], **overrides))
     model.build_with_dummy_batch()
     return model
 
 
 def gru_model():
-    model = registry.get("gru_encdec")(50, 60, **DECODER)
+    model = catalog.get("gru_encdec")(50, 60, **DECODER)
     model.build_with_dummy_batch()
     return model
 
@@ -71,7 +71,7 @@ REPORT_SHAPES = [
 @pytest.mark.parametrize("flags,features,kernel", REPORT_SHAPES,
                          ids=["small_filters", "ngram_1layer", "ngram", "gated", "widths"])
 def test_each_encoder_variant_at_the_reports_sizes(flags, features, kernel):
-    model = registry.get("conv_encoder")(40, 40, **flags)
+    model = catalog.get("conv_encoder")(40, 40, **flags)
     model.build_with_dummy_batch()
     assert model.source_window == 32
     assert model.encoder.feature_shape() == features
@@ -86,7 +86,7 @@ def test_each_encoder_variant_at_the_reports_sizes(flags, features, kernel):
 
 
 def test_gru_baseline_has_the_reports_sizes():
-    model = registry.get("gru_encdec")(40, 40)
+    model = catalog.get("gru_encdec")(40, 40)
     model.build_with_dummy_batch()
     assert model.source_window is None
     assert model.encode(SOURCE)["encoding"].shape == (2, 1000)
@@ -367,7 +367,7 @@ def test_decoder_is_cho_et_al_appendix_a12_with_c_in_the_gates_and_under_the_res
 
 
 def test_bad_choices_are_config_errors():
-    conv = registry.get("conv_encoder")
+    conv = catalog.get("conv_encoder")
     with pytest.raises(ConfigError, match="--conv_encoder='resnet'"):
         conv(50, 60, conv_encoder="resnet")
     with pytest.raises(ConfigError, match="--ngram_widths='2,x'"):
@@ -383,9 +383,9 @@ def test_bad_choices_are_config_errors():
     with pytest.raises(ConfigError, match="halve the sentence matrix"):
         conv(50, 60, conv_encoder="ngram", conv_layers=6)
     with pytest.raises(ConfigError, match="--dropout"):
-        registry.get("gru_encdec")(50, 60, dropout=1.0)
+        catalog.get("gru_encdec")(50, 60, dropout=1.0)
     with pytest.raises(ConfigError, match="no hyper-parameter source_window"):
-        registry.get("gru_encdec")(50, 60, source_window=32)
+        catalog.get("gru_encdec")(50, 60, source_window=32)
 
 
 def test_training_drops_sources_longer_than_the_window():

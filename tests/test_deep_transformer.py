@@ -11,7 +11,7 @@ from tfnmt.errors import CheckpointError, ConfigError
 from tfnmt.layers.aggregation import (STRATEGIES, Aggregation, LayerAggregation, LinearCombination,
                                       hierarchical_nodes)
 from tfnmt.layers.multi_layer_attention import MultiLayerEncoderLayer
-from tfnmt.models import registry
+from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 from tfnmt.objectives.diversity import adjacent_layer_distances, layer_diversity
 
@@ -22,7 +22,7 @@ B, T, D = 2, 3, 8
 
 
 def make(name="deep_transformer", **overrides):
-    model = registry.get(name)(50, 50, **dict(SMALL, **overrides))
+    model = catalog.get(name)(50, 50, **dict(SMALL, **overrides))
     model.build_with_dummy_batch()
     return model
 
@@ -121,7 +121,7 @@ def test_dense_connection_keeps_a_deep_stack_normalised_and_adds_no_parameters()
     source = tf.constant(np.random.default_rng(0).integers(4, 200, (4, 12)), tf.int32)
     models = {}
     for aggregation in ("none", "dense"):
-        model = registry.get("deep_transformer")(200, 200, encoder_aggregation=aggregation,
+        model = catalog.get("deep_transformer")(200, 200, encoder_aggregation=aggregation,
                                                  decoder_aggregation=aggregation, **sizes)
         model.build_with_dummy_batch()
         models[aggregation] = model
@@ -318,7 +318,7 @@ def test_model_adds_minus_lambda_times_the_diversity_of_both_stacks_in_training(
 ])
 def test_bad_settings_are_config_errors(bad, message):
     with pytest.raises(ConfigError, match=message):
-        registry.get("deep_transformer")(50, 50, **dict(SMALL, **bad))
+        catalog.get("deep_transformer")(50, 50, **dict(SMALL, **bad))
 
 
 # --- warm start ----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import tensorflow as tf
 from contract import assert_incremental_equals_teacher_forcing, overfit_export_and_compare
 from tfnmt.errors import ConfigError
 from tfnmt.layers.lau import LAUCell
-from tfnmt.models import registry
+from tfnmt.models import catalog
 
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
 TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
@@ -99,7 +99,7 @@ GRID = list(itertools.product(["deeplau", "deepgru"], ["none", "residual", "fast
 
 
 def test_deepgru_cell_is_the_papers_equation_2_to_5():
-    model = registry.get("deepgru")(50, 60, **TINY)
+    model = catalog.get("deepgru")(50, 60, **TINY)
     cell = model.decoder_cells[1]
     random_weights(cell)
     x = np.random.default_rng(1).normal(size=(2, 12)).astype(np.float32)
@@ -112,7 +112,7 @@ def test_deepgru_cell_is_the_papers_equation_2_to_5():
 def test_encoder_stack_connections_are_the_papers(name, connection):
     """The whole encoder in numpy: alternating directions, then none (x_{l+1} = h_l), residual
     (x_{l+1} = h_l + x_l above the first layer) or fast-forward (x_{l+1} = [h_l; W_f x_l])."""
-    model = registry.get(name)(50, 60, stack_connection=connection, **TINY)
+    model = catalog.get(name)(50, 60, stack_connection=connection, **TINY)
     model.build_with_dummy_batch()
     for i, cell in enumerate(model.encoder_cells):
         random_weights(cell, seed=i)
@@ -136,9 +136,9 @@ def test_encoder_stack_connections_are_the_papers(name, connection):
 @pytest.mark.parametrize("name", ["deeplau", "deepgru"])
 def test_paper_initialisation_draws_every_matrix_from_n_0_0_04(name):
     sizes = dict(TINY, embed_dim=64, hidden_dim=64, attention_dim=64)
-    model = registry.get(name)(300, 300, init_stddev=0.04, **sizes)
+    model = catalog.get(name)(300, 300, init_stddev=0.04, **sizes)
     model.build_with_dummy_batch()
-    default = registry.get(name)(300, 300, **sizes)
+    default = catalog.get(name)(300, 300, **sizes)
     default.build_with_dummy_batch()
     for weight, other in zip(model.weights, default.weights):
         values = weight.numpy()
@@ -152,7 +152,7 @@ def test_paper_initialisation_draws_every_matrix_from_n_0_0_04(name):
 
 @pytest.mark.parametrize("name,connection", GRID)
 def test_incremental_decoding_equals_teacher_forcing(name, connection):
-    model = registry.get(name)(50, 60, stack_connection=connection, **TINY)
+    model = catalog.get(name)(50, 60, stack_connection=connection, **TINY)
     model.build_with_dummy_batch()
     state = assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN, atol=1e-5)
     assert sorted(state) == ["layer_0", "layer_1"] and state["layer_0"].shape == (2, 12)
@@ -167,7 +167,7 @@ def test_incremental_decoding_equals_teacher_forcing(name, connection):
 
 @pytest.mark.parametrize("name,connection", GRID)
 def test_alternating_encoder_gives_a_padded_sentence_its_unpadded_output(name, connection):
-    model = registry.get(name)(50, 60, stack_connection=connection, **TINY)
+    model = catalog.get(name)(50, 60, stack_connection=connection, **TINY)
     model.build_with_dummy_batch()
     batch = model.encode(tf.constant([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]]))
     alone = model.encode(tf.constant([[9, 10, 3]]))
@@ -180,7 +180,7 @@ def test_layers_alternate_direction():
     # With one layer the first output sees only the first token; with two, the second
     # (right-to-left) layer lets it see the last one too.
     for layers, sees_future in ((1, False), (2, True)):
-        model = registry.get("deeplau")(50, 60, **dict(TINY, encoder_layers=layers))
+        model = catalog.get("deeplau")(50, 60, **dict(TINY, encoder_layers=layers))
         model.build_with_dummy_batch()
         a = model.encode(tf.constant([[5, 6, 7, 3]]))["outputs"][0, 0].numpy()
         b = model.encode(tf.constant([[5, 6, 9, 3]]))["outputs"][0, 0].numpy()
@@ -205,7 +205,7 @@ def test_attention_query_uses_the_first_layer_state_and_the_previous_word(connec
     # What the decoder step itself computes: the first layer's new state must be
     # cell_0([c_t; y_{t-1}], s^1_{t-1}) with c_t from eq. 10-11 on the state the step RECEIVED
     # (s^1_{t-1}: layer 0, before this step), not another layer's, not the new one.
-    model = registry.get("deeplau")(50, 60, stack_connection=connection, **TINY)
+    model = catalog.get("deeplau")(50, 60, stack_connection=connection, **TINY)
     model.build_with_dummy_batch()
     random_weights(model)  # large enough weights that the attention is far from uniform
     memory = model.encode(SOURCE)
@@ -233,11 +233,11 @@ def test_attention_query_uses_the_first_layer_state_and_the_previous_word(connec
 
 def test_bad_choices_are_config_errors():
     with pytest.raises(ConfigError, match="--cell"):
-        registry.get("deeplau")(50, 60, cell="lstm")
+        catalog.get("deeplau")(50, 60, cell="lstm")
     with pytest.raises(ConfigError, match="--stack_connection"):
-        registry.get("deeplau")(50, 60, stack_connection="highway")
+        catalog.get("deeplau")(50, 60, stack_connection="highway")
     with pytest.raises(ConfigError, match="no hyper-parameter cell"):
-        registry.get("deepgru")(50, 60, cell="lau")
+        catalog.get("deepgru")(50, 60, cell="lau")
 
 
 # The LAU's linear path makes it learn faster than the GRU, as the paper argues: LAU is at 0.56

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from contract import assert_incremental_equals_teacher_forcing
 from tfnmt.errors import ConfigError
-from tfnmt.models import registry
+from tfnmt.models import catalog
 from tfnmt.models.densenmt import summary_after
 
 TINY = dict(encoder_layers=3, decoder_layers=4, embed_dim=16, hidden_dim=12, growth_rate=8,
@@ -16,7 +16,7 @@ TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
 
 
 def make(**overrides):
-    model = registry.get("densenmt")(50, 60, **dict(TINY, **overrides))
+    model = catalog.get("densenmt")(50, 60, **dict(TINY, **overrides))
     model.build_with_dummy_batch()
     return model
 
@@ -186,13 +186,13 @@ def test_small_embeddings_are_projected_to_the_model_width():
                                  dict(decoder_layers=0)])
 def test_bad_switches_are_config_errors(bad):
     with pytest.raises(ConfigError):
-        registry.get("densenmt")(50, 60, **dict(TINY, **bad))
+        catalog.get("densenmt")(50, 60, **dict(TINY, **bad))
 
 
 def test_convs2s_pins_the_residual_switches():
     with pytest.raises(ConfigError, match="no hyper-parameter attention"):
-        registry.get("convs2s")(50, 60, attention="dense2")
-    model = registry.get("convs2s")(50, 60, embed_dim=16, hidden_dim=12, embedding_dim=8)
+        catalog.get("convs2s")(50, 60, attention="dense2")
+    model = catalog.get("convs2s")(50, 60, embed_dim=16, hidden_dim=12, embedding_dim=8)
     model.build_with_dummy_batch()
     assert model.settings["encoder"] == "residual" and model.settings["attention"] == "multistep"
     assert model.source_embedding.embeddings.shape == (50, 8)

@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import events, run_cli, run_cli_subprocess, synthetic_pairs, tiny_train_flags
+from tfnmt.models import catalog
 from tfnmt.serving.client import ServerError
 from tfnmt.training import checkpoints
 
@@ -254,7 +255,7 @@ def test_full_disk_while_keeping_a_best_checkpoint_keeps_the_previous_best(tmp_p
     config = {"model": "transformer", "hparams": dict(encoder_layers=1, decoder_layers=1, d_model=8,
                                                       ffn_dim=8, num_heads=2),
               "source_vocab_size": 20, "target_vocab_size": 20}
-    model = model_dir_lib.build_model(config)
+    model = catalog.build(config)
     manager = checkpoints.Checkpoints(model_dir, checkpoints.trackables(model))
     assert manager.offer_best(1, {"loss": 3.0})
 

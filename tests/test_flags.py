@@ -48,28 +48,28 @@ def test_beam_size_zero_with_an_export_is_refused(capsys):
 
 def test_a_model_holds_a_shared_flag_to_its_own_range(corpus, tmp_path, capsys):
     # ctc_nat's deep_encoder variant has no decoder, so the flag takes 0; a Transformer does not.
-    from tfnmt.models import registry
+    from tfnmt.models import catalog
     from tfnmt.errors import ConfigError
-    registry.get("ctc_nat")(20, 20, ctc_variant="deep_encoder", decoder_layers=0, d_model=8,
+    catalog.get("ctc_nat")(20, 20, ctc_variant="deep_encoder", decoder_layers=0, d_model=8,
                             ffn_dim=8, num_heads=2, encoder_layers=1)
     with pytest.raises(ConfigError, match="--decoder_layers=0: model 'transformer' needs an integer >= 1"):
-        registry.get("transformer")(20, 20, decoder_layers=0)
+        catalog.get("transformer")(20, 20, decoder_layers=0)
     assert run_cli("train", f"--model_dir={tmp_path / 'm'}", f"--data=text:{corpus}",
                    "--model=transformer", "--decoder_layers=0") == 2
     assert _error(capsys).endswith("--decoder_layers=0: model 'transformer' needs an integer >= 1")
 
 
 def _numeric_hparams():
-    from tfnmt.models import registry
-    return [(model, name) for model in registry.names()
-            for name, spec in registry.get(model).HPARAMS.items() if len(spec) > 2]
+    from tfnmt.models import catalog
+    return [(model, name) for model in catalog.names()
+            for name, spec in catalog.get(model).HPARAMS.items() if len(spec) > 2]
 
 
 @pytest.mark.parametrize("model, name", _numeric_hparams())
 def test_every_model_refuses_a_hyper_parameter_below_its_range(model, name):
     from tfnmt.errors import ConfigError
-    from tfnmt.models import registry
-    cls = registry.get(model)
+    from tfnmt.models import catalog, registry
+    cls = catalog.get(model)
     bounds = registry.hparam_range(cls, name)
     below = bounds.low - (1 if isinstance(cls.HPARAMS[name][0], int) else 0.5)
     with pytest.raises(ConfigError, match=f"--{name}="):
@@ -77,8 +77,8 @@ def test_every_model_refuses_a_hyper_parameter_below_its_range(model, name):
 
 
 def test_every_numeric_hyper_parameter_has_a_range():
-    from tfnmt.models import registry
-    missing = [(m, n) for m in registry.names() for n, spec in registry.get(m).HPARAMS.items()
+    from tfnmt.models import catalog
+    missing = [(m, n) for m in catalog.names() for n, spec in catalog.get(m).HPARAMS.items()
                if type(spec[0]) in (int, float) and len(spec) < 3]
     assert missing == []
 

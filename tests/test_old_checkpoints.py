@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from contract import TINY, logits_of
 from tfnmt import model_dir as model_dir_lib
+from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 from tfnmt.training.checkpoints import trackables
 
@@ -24,7 +25,7 @@ def test_every_registered_model_has_an_old_checkpoint():
 @pytest.mark.parametrize("name", sorted(os.listdir(OLD)))
 def test_a_checkpoint_written_by_older_code_restores_every_weight_and_the_same_logits(name):
     directory = os.path.join(OLD, name)
-    model = model_dir_lib.build_model(model_dir_lib.read_config(directory))
+    model = catalog.build(model_dir_lib.read_config(directory))
     # assert_consumed: every variable of the model is read, and every value of the checkpoint.
     tf.train.Checkpoint(**trackables(model)).restore(checkpoints.resolve(directory)).assert_consumed()
     stored = np.load(os.path.join(directory, "logits.npz"))

@@ -10,7 +10,7 @@ from absl import flags
 
 from tfnmt import options as tfnmt_options
 from tfnmt.decoding.options import DecodingOptions
-from tfnmt.models import registry
+from tfnmt.models import catalog
 from tfnmt.training.options import TrainOptions
 from tfnmt.ranges import NumberParser, Range
 
@@ -212,5 +212,5 @@ real("bench_seconds", 20.0, "> 0", "--bench=serve: how long each load runs.")
 integer("bench_request_sentences", 1, ">= 1", "--bench=serve: sentences per request.")
 
 # --- model hyper-parameters: one flag per name declared by any registered model ----------------
-HPARAM_NAMES = registry.define_hparam_flags()
+HPARAM_NAMES = catalog.define_hparam_flags()
 GROUPS["model"] += HPARAM_NAMES
