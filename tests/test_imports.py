@@ -13,6 +13,7 @@ LAYERS = [
     {"options"},
     {"data", "evaluation"},
     {"layers", "objectives", "decoding"},
+    {"encoders", "decoders"},
     {"models"},
     {"model_dir"},
     {"training", "export"},

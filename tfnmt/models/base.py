@@ -194,6 +194,24 @@ class Seq2SeqModel(keras.Model):
         return tf.not_equal(ids, PAD_ID)
 
 
+class EncoderDecoder(Seq2SeqModel):
+    """A model wired from parts: `self.encoder` (tfnmt/encoders) and `self.decoder`
+    (tfnmt/decoders), set in `__init__`. The decoder may turn what the encoder gives into the
+    memory it attends to (`decoder.memory(encoded)`: attention keys, say), once per sentence."""
+
+    def encode(self, source, training=False):
+        return self.decoder.memory(self.encoder.encode(source, training=training))
+
+    def decode(self, memory, target_in, training=False):
+        return self.decoder.decode(memory, target_in, training=training)
+
+    def initial_state(self, memory):
+        return self.decoder.initial_state(memory)
+
+    def step(self, ids, time, state, memory):
+        return self.decoder.step(ids, time, state, memory)
+
+
 # --- gradient accumulation: embedding gradients are IndexedSlices ---------------------------
 def _scaled(gradient, factor):
     if gradient is None:
