@@ -7,6 +7,9 @@ that moves a variable (a checkpoint format change) fails it. Run this only with 
 checkpoints are to be kept readable (it was run at 2cdd492, before the encoders/decoders split):
 
     PYTHONPATH=. python tests/make_old_checkpoints.py
+
+(At 2cdd492 `table_dim` was still called `embedding_dim`: the config.json of that case holds
+the old name, which model_dir.read_config must still read.)
 """
 
 import os
@@ -42,7 +45,7 @@ CASES = dict({name: (name, {}) for name in TINY}, **{
     "ctc_nat-pre_norm-untied": ("ctc_nat", dict(_NARROW, pre_norm=True, tie_output=False,
                                                 ctc_variant="encoder_decoder")),
     "densenmt-summaries-dense1": ("densenmt", dict(_POSITIONS, attention="dense1", sumlen=2,
-                                                   embedding_dim=8)),
+                                                   table_dim=8)),
     "densenmt-residual-multistep": ("densenmt", dict(_POSITIONS, encoder="residual",
                                                      attention="multistep", sumlen=2)),
     "deeplau-fast_forward": ("deeplau", dict(stack_connection="fast_forward")),

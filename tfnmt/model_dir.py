@@ -29,9 +29,10 @@ def read_config(model_dir):
                           "run `tfnmt train` first")
     try:
         with open(path) as f:
-            return json.load(f)
+            config = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {e}") from None
+    return catalog.upgrade(config)
 
 
 def write_config(model_dir, config):

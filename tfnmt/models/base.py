@@ -37,6 +37,8 @@ from tfnmt.objectives.replicas import TOTAL_PREFIX
 
 class Seq2SeqModel(keras.Model):
     HPARAMS = {}
+    # Hyper-parameters renamed since a model directory's config.json was written: old -> new.
+    RENAMED = {}
     registry_name = None
     # Non-autoregressive models (CTC) set this False and override `predict_ids`.
     autoregressive = True

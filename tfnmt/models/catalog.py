@@ -29,6 +29,14 @@ def get(name):
     return MODELS[name]
 
 
+def upgrade(config):
+    """A config (a model directory's config.json) in today's hyper-parameter names."""
+    renamed = getattr(MODELS.get(config.get("model")), "RENAMED", {})
+    if not renamed:
+        return config
+    return dict(config, hparams={renamed.get(k, k): v for k, v in config["hparams"].items()})
+
+
 def build(config):
     """The model a config (model_dir.new_config, a model directory's config.json) describes,
     with fresh weights and every variable created."""
