@@ -100,7 +100,7 @@ GRID = list(itertools.product(["deeplau", "deepgru"], ["none", "residual", "fast
 
 def test_deepgru_cell_is_the_papers_equation_2_to_5():
     model = catalog.get("deepgru")(50, 60, **TINY)
-    cell = model.decoder_cells[1]
+    cell = model.decoder.cells[1]
     random_weights(cell)
     x = np.random.default_rng(1).normal(size=(2, 12)).astype(np.float32)
     h = np.random.default_rng(2).normal(size=(2, 12)).astype(np.float32)
@@ -114,18 +114,18 @@ def test_encoder_stack_connections_are_the_papers(name, connection):
     (x_{l+1} = h_l + x_l above the first layer) or fast-forward (x_{l+1} = [h_l; W_f x_l])."""
     model = catalog.get(name)(50, 60, stack_connection=connection, **TINY)
     model.build_with_dummy_batch()
-    for i, cell in enumerate(model.encoder_cells):
+    for i, cell in enumerate(model.encoder.cells):
         random_weights(cell, seed=i)
     source = tf.constant([[5, 6, 7, 8, 3]])
-    x = model.source_embedding(source).numpy()[0]
-    for i, cell in enumerate(model.encoder_cells):
+    x = model.encoder.embedding(source).numpy()[0]
+    for i, cell in enumerate(model.encoder.cells):
         order = range(len(x)) if i % 2 == 0 else reversed(range(len(x)))
         h, outputs = np.zeros((1, 12), np.float32), np.zeros((len(x), 12), np.float32)
         for t in order:
             h = numpy_cell(cell, x[t][None], h)
             outputs[t] = h[0]
         if connection == "fast_forward":
-            x = np.concatenate([outputs, x @ model.encoder_fast[i].kernel.numpy()], axis=-1)
+            x = np.concatenate([outputs, x @ model.encoder.fast[i].kernel.numpy()], axis=-1)
         elif connection == "residual" and i > 0:
             x = outputs + x
         else:
@@ -159,7 +159,7 @@ def test_incremental_decoding_equals_teacher_forcing(name, connection):
     if connection == "none":
         # The state after decoding is the top layer's last output: softmax(W_o s^top_T).
         logits = model({"source": SOURCE, "target_in": TARGET_IN})
-        np.testing.assert_allclose(model.output_projection(state["layer_1"]).numpy(),
+        np.testing.assert_allclose(model.decoder.output_projection(state["layer_1"]).numpy(),
                                    logits[:, -1].numpy(), atol=1e-5)
     paths = [v.path for v in model.weights]
     assert len(set(paths)) == len(paths) and all(p.startswith(f"{name}/") for p in paths)
@@ -190,10 +190,10 @@ def test_layers_alternate_direction():
 def additive_context(model, s1, y, memory):
     """Eq. 10-11 in numpy: c = sum_j softmax_j(v^T tanh(W_a s1 + W_y y + U_a h_j + b)) h_j."""
     h = memory["outputs"].numpy()
-    keys = h @ model.decoder_attention_keys.kernel.numpy() + model.decoder_attention_keys.bias.numpy()
-    query = (s1 @ model.decoder_attention_query.kernel.numpy()
-             + y @ model.decoder_attention_embedding.kernel.numpy())
-    scores = (np.tanh(keys + query[:, None]) @ model.decoder_attention_v.kernel.numpy())[..., 0]
+    keys = h @ model.decoder.attention_keys.kernel.numpy() + model.decoder.attention_keys.bias.numpy()
+    query = (s1 @ model.decoder.attention_query.kernel.numpy()
+             + y @ model.decoder.attention_embedding.kernel.numpy())
+    scores = (np.tanh(keys + query[:, None]) @ model.decoder.attention_v.kernel.numpy())[..., 0]
     scores = np.where(memory["mask"].numpy(), scores, -np.inf)
     weights = np.exp(scores - scores.max(axis=1, keepdims=True))
     weights /= weights.sum(axis=1, keepdims=True)
@@ -213,19 +213,19 @@ def test_attention_query_uses_the_first_layer_state_and_the_previous_word(connec
     state = {key: tf.constant(rng.normal(0, 1, value.shape).astype(np.float32))
              for key, value in model.initial_state(memory).items()}  # every layer different
     ids = tf.constant([10, 20])
-    y = model.target_embedding(ids).numpy()
+    y = model.decoder.embedding(ids).numpy()
     _, new_state = model.step(ids, 3, state, memory)
 
     def first_layer_after(s_query, word):
         x = np.concatenate([additive_context(model, s_query, word, memory), y], axis=1)
-        h, _ = model.decoder_cells[0](tf.constant(x, tf.float32), [state["layer_0"]])
+        h, _ = model.decoder.cells[0](tf.constant(x, tf.float32), [state["layer_0"]])
         return h.numpy()
 
     np.testing.assert_allclose(new_state["layer_0"].numpy(),
                                first_layer_after(state["layer_0"].numpy(), y), atol=1e-5)
     # The check can tell the queries apart: another layer's state, the new state or another
     # word give another first-layer state.
-    y_other = model.target_embedding(tf.constant([30, 31])).numpy()
+    y_other = model.decoder.embedding(tf.constant([30, 31])).numpy()
     for s_query, word in ((state["layer_1"].numpy(), y), (new_state["layer_0"].numpy(), y),
                           (state["layer_0"].numpy(), y_other)):
         assert np.abs(first_layer_after(s_query, word) - new_state["layer_0"].numpy()).max() > 1e-2

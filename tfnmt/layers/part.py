@@ -10,11 +10,21 @@ class Part(keras.layers.Layer):
     checkpoint keys of models that held those layers directly stay valid. Keras still tracks the
     part's layers, so the model's weights include them."""
 
-    def __init__(self, hparams, **kwargs):
+    def __init__(self, hparams, scope=None, **kwargs):
         super().__init__(**kwargs)
         self.hparams = dict(hparams)
+        # The model's name: layers built before the model is called (`build_now`) go under it.
+        self.scope = scope
         # Its layers build themselves when the model first runs the part.
         self.built = True
+
+    def build_now(self, layer, input_shape):
+        """Builds `layer` under the model's name, as a first call inside the model would (the
+        checkpoint keys); for layers first called inside a tf.while_loop, where variables
+        cannot be created."""
+        with keras.name_scope(self.scope):
+            layer.build(input_shape)
+        return layer
 
     def memory(self, encoded):
         """A decoder's memory from its encoder's output (default: the output as it is)."""
