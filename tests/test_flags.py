@@ -62,25 +62,41 @@ def test_a_model_holds_a_shared_flag_to_its_own_range(corpus, tmp_path, capsys):
 def _numeric_hparams():
     from tfnmt.models import catalog
     return [(model, name) for model in catalog.names()
-            for name, spec in catalog.get(model).HPARAMS.items() if len(spec) > 2]
+            for name, spec in catalog.get(model).HPARAMS.items() if spec.range is not None]
 
 
 @pytest.mark.parametrize("model, name", _numeric_hparams())
 def test_every_model_refuses_a_hyper_parameter_below_its_range(model, name):
     from tfnmt.errors import ConfigError
-    from tfnmt.models import catalog, registry
-    cls = catalog.get(model)
-    bounds = registry.hparam_range(cls, name)
-    below = bounds.low - (1 if isinstance(cls.HPARAMS[name][0], int) else 0.5)
-    with pytest.raises(ConfigError, match=f"--{name}="):
-        cls(20, 20, **{name: type(cls.HPARAMS[name][0])(below)})
-
-
-def test_every_numeric_hyper_parameter_has_a_range():
     from tfnmt.models import catalog
-    missing = [(m, n) for m in catalog.names() for n, spec in catalog.get(m).HPARAMS.items()
-               if type(spec[0]) in (int, float) and len(spec) < 3]
-    assert missing == []
+    cls = catalog.get(model)
+    spec = cls.HPARAMS[name]
+    below = spec.range.low - (1 if spec.kind is int else 0.5)
+    with pytest.raises(ConfigError, match=f"--{name}="):
+        cls(20, 20, **{name: spec.kind(below)})
+
+
+def test_a_numeric_hyper_parameter_cannot_be_declared_without_a_range():
+    from tfnmt.layers.hparams import HParam
+    with pytest.raises(TypeError, match="declares no bounds"):
+        HParam(3, "layers")
+    with pytest.raises(TypeError, match="not one of"):
+        HParam("gru", "cell", choices=("lau",))
+
+
+def _choice_hparams():
+    from tfnmt.models import catalog
+    return [(model, name) for model in catalog.names()
+            for name, spec in catalog.get(model).HPARAMS.items() if spec.choices]
+
+
+@pytest.mark.parametrize("model, name", _choice_hparams())
+def test_every_model_refuses_a_value_outside_a_hyper_parameters_choices(model, name):
+    from tfnmt.errors import ConfigError
+    from tfnmt.models import catalog
+    choices = ", ".join(catalog.get(model).HPARAMS[name].choices)
+    with pytest.raises(ConfigError, match=f"^--{name}='bogus': choose one of {choices}$"):
+        catalog.get(model)(20, 20, **{name: "bogus"})
 
 
 @pytest.mark.parametrize("args, message", [

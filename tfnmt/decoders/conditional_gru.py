@@ -13,11 +13,14 @@ p(y_t) = softmax(G_l G_r o_t), where G_r maps o_t to `embed_dim` and G_l to the 
 
 import keras
 
-from tfnmt.layers.conditional_gru_decoder import ConditionalGRUDecoder
+from tfnmt.layers.conditional_gru_decoder import HPARAMS, ConditionalGRUDecoder
+from tfnmt.layers.hparams import HParam
 from tfnmt.layers.part import Part
 
 
 class ConditionalGRU(Part):
+    HPARAMS = {**HPARAMS, "maxout_dim": HParam(500, "maxout units of the decoder's deep output",
+                                               bounds=">= 1")}
 
     def __init__(self, hparams, vocab_size, encoding_width, **kwargs):
         super().__init__(hparams, **kwargs)

@@ -10,17 +10,25 @@ logits of every split state over the target vocabulary plus the blank (the last 
 import keras
 import tensorflow as tf
 
-from tfnmt.decoders.transformer import run_layers
 from tfnmt.layers.attention import key_mask
 from tfnmt.layers.part import Part
 from tfnmt.layers.position import SinusoidalPosition
 from tfnmt.layers.state_splitter import StateSplitter
+from tfnmt.decoders.transformer import TransformerDecoder
+from tfnmt.layers.hparams import HParam
 from tfnmt.layers.transformer_layers import TransformerDecoderLayer, layer_args, token_embedding
 
 
 class CTCDecoder(Part):
     """`positions`: add sinusoidal positions to the split states. `embedding`: the source
     embedding layer, to share it (--share_embeddings with --tie_output)."""
+    HPARAMS = {
+        "split_factor": HParam(3, "k: each encoder state is split into k states to label (eq. 1)",
+                               bounds=">= 1"),
+        **TransformerDecoder.HPARAMS,
+        "decoder_layers": TransformerDecoder.HPARAMS["decoder_layers"].but(
+            help="number of decoder layers (0 for --ctc_variant=deep_encoder)", bounds=">= 0"),
+    }
 
     def __init__(self, hparams, vocab_size, positions, embedding=None, **kwargs):
         super().__init__(hparams, **kwargs)
@@ -54,7 +62,7 @@ class CTCDecoder(Part):
         states = self.split_dropout(states, training=training)
         if self.layers:
             # No causal mask: each state attends to all others.
-            states, _ = run_layers(self.layers, states, memory, key_mask(mask),
+            states, _ = TransformerDecoder.run_layers(self.layers, states, memory, key_mask(mask),
                                    key_mask(memory["mask"]), training)
             if self.norm is not None:
                 states = self.norm(states)

@@ -18,11 +18,18 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.attention import masked_logits
-from tfnmt.layers.lau import connect, initializers, recurrent_cell, stacked_width
+from tfnmt.layers.hparams import HParam
+from tfnmt.layers.lau import HPARAMS, connect, initializers, recurrent_cell, stacked_width
 from tfnmt.layers.part import Part
 
 
 class RecurrentDecoder(Part):
+    HPARAMS = {
+        "decoder_layers": HParam(4, "recurrent decoder layers", bounds=">= 1"), **HPARAMS,
+        "attention_dim": HParam(512, "additive attention width", bounds=">= 1"),
+        "output_dropout": HParam(0.5, "dropout on the top decoder state before the softmax layer",
+                                 bounds="[0, 1)"),
+    }
 
     def __init__(self, hparams, vocab_size, memory_width=None, **kwargs):
         super().__init__(hparams, **kwargs)

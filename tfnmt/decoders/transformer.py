@@ -14,22 +14,18 @@ import tensorflow as tf
 
 from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.part import Part
-from tfnmt.layers.transformer_layers import (Embedder, TransformerDecoderLayer, layer_args,
-                                             token_embedding)
+from tfnmt.layers.hparams import HParam
+from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerDecoderLayer,
+                                             layer_args, token_embedding)
 
-
-def run_layers(layers, x, memory, self_allowed, memory_allowed, training):
-    """x [B, T, d] through decoder layers: (top layer's output, [H^1..H^L])."""
-    states = []
-    for layer in layers:
-        x = layer(x, memory["outputs"], self_allowed, memory_allowed, training=training)
-        states.append(x)
-    return x, states
+DECODER_LAYERS = HParam(6, "number of decoder layers", bounds=">= 1")
 
 
 class TransformerDecoder(Part):
     """`layer`, `run` and `run_step` are what a richer stack (deep_transformer) replaces.
     `embedding`: the source embedding layer, to share it (--share_embeddings)."""
+    HPARAMS = {"decoder_layers": DECODER_LAYERS, **HPARAMS,
+               "tie_output": HParam(True, "the output projection reuses the target embedding matrix")}
 
     def __init__(self, hparams, vocab_size, embedding=None, **kwargs):
         super().__init__(hparams, **kwargs)
@@ -42,11 +38,24 @@ class TransformerDecoder(Part):
         self.output_projection = (None if h["tie_output"] else
                                   keras.layers.Dense(vocab_size, name="output_projection"))
 
+    @staticmethod
+    def run_layers(layers, x, memory, self_allowed, memory_allowed, training):
+        """x [B, T, d] through decoder layers: (top layer's output, [H^1..H^L])."""
+        states = []
+        for layer in layers:
+            x = layer(x, memory["outputs"], self_allowed, memory_allowed, training=training)
+            states.append(x)
+        return x, states
+
+    def memory(self, encoded):
+        # Only what the cross-attention reads: the beam search tiles all of it.
+        return {"outputs": encoded["outputs"], "mask": encoded["mask"]}
+
     def layer(self, index, args):
         return TransformerDecoderLayer(name=f"decoder_layer_{index}", **args)
 
     def run(self, x, memory, self_allowed, memory_allowed, training):
-        return run_layers(self.layers, x, memory, self_allowed, memory_allowed, training)
+        return self.run_layers(self.layers, x, memory, self_allowed, memory_allowed, training)
 
     def run_step(self, x, state, memory_allowed):
         """One position x [N, 1, d] through the stack: (output, new state)."""

@@ -11,7 +11,9 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.errors import ConfigError
+from tfnmt.layers.conditional_gru_decoder import HPARAMS
 from tfnmt.layers.conv_sentence_encoder import ConvSentenceEncoder
+from tfnmt.layers.hparams import HParam
 from tfnmt.layers.part import Part
 
 # The report's sizes per --conv_encoder; a size flag left at 0 takes these.
@@ -34,15 +36,31 @@ def _int_list(flag, text, separator):
 
 
 class ConvSentenceEncoderPart(Part):
-    """`defaults`: the model's declared defaults (a flag that does not apply to the chosen
-    variant must be left at its default)."""
+    HPARAMS = {
+        "conv_encoder": HParam("ngram", "convolutional encoder", choices=tuple(ENCODERS)),
+        "source_window": HParam(32, "k̄: source tokens (eos included) of the zero-padded sentence "
+                                    "matrix; longer sources are translated in chunks", bounds=">= 1"),
+        "conv_input_dim": HParam(0, "d: rows of the sentence matrix, the embeddings up-projected "
+                                    "to it (0 = the variant's: 1000, or embed_dim for "
+                                    "small_filters)", bounds=">= 0"),
+        "conv_layers": HParam(0, "convolution + pooling layers (0 = the variant's: 3, 1 for "
+                                 "ngram_1layer)", bounds=">= 0"),
+        "conv_filters": HParam(0, "filters per layer and n-gram width (0 = the variant's: 500, 100 "
+                                  "for ngram_1layer, 32 for small_filters)", bounds=">= 0"),
+        "ngram_widths": HParam("2", "n-gram filter widths, comma-separated; several run in "
+                                    "parallel (ngram encoders)"),
+        "small_filter_size": HParam("3x3", "filter size ROWSxCOLUMNS of small_filters"),
+        "gated_pooling": HParam(False, "learned gated pooling instead of max / average pooling"),
+        "encoding_dim": HParam(1000, "width of the sentence encoding c (W_f's output)",
+                               bounds=">= 1"),
+        "embed_dim": HPARAMS["embed_dim"],
+        "dropout": HPARAMS["dropout"],
+    }
 
-    def __init__(self, hparams, vocab_size, defaults, **kwargs):
+    def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)
         h = self.hparams
-        if h["conv_encoder"] not in ENCODERS:
-            raise ConfigError(f"--conv_encoder={h['conv_encoder']!r}: choose one of "
-                              f"{', '.join(ENCODERS)}")
+        defaults = {name: spec.default for name, spec in self.HPARAMS.items()}
         spec = ENCODERS[h["conv_encoder"]]
         variant = spec["variant"]
         layers = h["conv_layers"] or spec["layers"]

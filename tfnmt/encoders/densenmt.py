@@ -17,7 +17,9 @@ A dense layer reads the concatenation of every earlier output since the last sum
 import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
-from tfnmt.layers.conv_blocks import HALF, GLUConv, LearnedEmbedder, SummaryLayer, summary_after
+from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder, SummaryLayer,
+                                      summary_after)
+from tfnmt.layers.hparams import HParam
 from tfnmt.layers.part import Part
 from tfnmt.layers.weight_norm import WeightNormDense
 
@@ -30,6 +32,8 @@ def memory_layers(h):
 
 
 class ConvEncoder(Part):
+    HPARAMS = {"encoder_layers": HParam(4, "number of encoder layers", bounds=">= 1"),
+               "encoder": HParam("dense", "encoder stack", choices=STACKS), **HPARAMS}
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)

@@ -8,10 +8,12 @@ import keras
 import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
+from tfnmt.layers.conditional_gru_decoder import HPARAMS
 from tfnmt.layers.part import Part
 
 
 class GRUEncoder(Part):
+    HPARAMS = HPARAMS
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)

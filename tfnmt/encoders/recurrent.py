@@ -12,11 +12,14 @@ import keras
 import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
-from tfnmt.layers.lau import connect, initializers, recurrent_cell, stacked_width
+from tfnmt.layers.hparams import HParam
+from tfnmt.layers.lau import HPARAMS, connect, initializers, recurrent_cell, stacked_width
 from tfnmt.layers.part import Part
 
 
 class RecurrentEncoder(Part):
+    HPARAMS = {"encoder_layers": HParam(4, "recurrent encoder layers, alternating direction",
+                                        bounds=">= 1"), **HPARAMS}
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)

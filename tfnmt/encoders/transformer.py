@@ -10,12 +10,16 @@ import tensorflow as tf
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.layers.attention import key_mask
 from tfnmt.layers.part import Part
-from tfnmt.layers.transformer_layers import (Embedder, TransformerEncoderLayer, layer_args,
-                                             token_embedding)
+from tfnmt.layers.hparams import HParam
+from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerEncoderLayer,
+                                             layer_args, token_embedding)
+
+ENCODER_LAYERS = HParam(6, "number of encoder layers", bounds=">= 1")
 
 
 class TransformerEncoder(Part):
     """`layers` (the stack) and `run` are what a richer stack (deep_transformer) replaces."""
+    HPARAMS = {"encoder_layers": ENCODER_LAYERS, **HPARAMS}
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)

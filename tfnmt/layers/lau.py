@@ -13,6 +13,8 @@ exactly W_x x.
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.hparams import HParam
+
 
 @keras.saving.register_keras_serializable(package="tfnmt")
 class LAUCell(keras.layers.Layer):
@@ -57,6 +59,17 @@ class LAUCell(keras.layers.Layer):
 
 CELLS = ("lau", "gru")
 CONNECTIONS = ("none", "residual", "fast_forward")
+# What the DeepLAU/DeepGRU encoder and decoder both read.
+HPARAMS = {
+    "cell": HParam("lau", "recurrent cell", choices=CELLS),
+    "stack_connection": HParam("none", "between stacked layers", choices=CONNECTIONS),
+    "embed_dim": HParam(512, "word embedding width", bounds=">= 1"),
+    "hidden_dim": HParam(512, "recurrent state width", bounds=">= 1"),
+    "dropout": HParam(0.2, "dropout on the word embeddings", bounds="[0, 1)"),
+    "init_stddev": HParam(0.0, "draw every weight matrix from N(0, init_stddev^2), as the paper "
+                               "does with 0.04 (0 = Keras's Glorot / orthogonal defaults)",
+                          bounds=">= 0"),
+}
 
 
 def initializers(stddev):

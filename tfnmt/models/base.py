@@ -29,7 +29,6 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.errors import ConfigError
-from tfnmt.models import registry
 from tfnmt.objectives import replicas
 from tfnmt.objectives.losses import label_smoothed_cross_entropy
 from tfnmt.objectives.replicas import TOTAL_PREFIX
@@ -181,15 +180,23 @@ class Seq2SeqModel(keras.Model):
 
     # --- helpers for subclasses -----------------------------------------------------------------
     @classmethod
+    def declared(cls, hparams):
+        """The declarations (name -> HParam) that hold for `hparams`: a model whose parts are
+        chosen by hyper-parameters (hybrid) declares those of the chosen parts."""
+        return cls.HPARAMS
+
+    @classmethod
     def with_defaults(cls, hparams):
         """The model's declared defaults overridden by `hparams`; undeclared names and values
-        outside a declared range are errors."""
-        unknown = sorted(set(hparams) - set(cls.HPARAMS))
+        their declaration refuses are errors."""
+        declared = cls.declared(hparams)
+        unknown = sorted(set(hparams) - set(declared))
         if unknown:
             raise ConfigError(f"model {cls.registry_name!r} has no hyper-parameter "
                               f"{', '.join(unknown)}")
-        registry.check_hparams(cls, hparams)
-        return dict({name: spec[0] for name, spec in cls.HPARAMS.items()}, **hparams)
+        for name, value in sorted(hparams.items()):
+            declared[name].check(name, value, cls.registry_name)
+        return dict({name: spec.default for name, spec in declared.items()}, **hparams)
 
     @staticmethod
     def padding_mask(ids):

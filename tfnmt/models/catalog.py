@@ -5,7 +5,7 @@ one line here.
 Every declared hyper-parameter name becomes an absl flag (default None = "the model's own
 default"), so flagfiles can set any of them, and a flag that the chosen model does not use is an
 error rather than silently ignored. A numeric flag refuses values outside every model's range
-when it is parsed; each model is then held to its own (registry.check_hparams).
+when it is parsed; each model is then held to its own declaration (Seq2SeqModel.with_defaults).
 """
 
 from absl import flags
@@ -13,7 +13,7 @@ from absl import flags
 from tfnmt.errors import ConfigError
 from tfnmt.models import (conv_encoder, convs2s, ctc_nat, deep_transformer, deeplau,  # noqa: F401
                           densenmt, transformer)
-from tfnmt.models.registry import hparam_range, registered
+from tfnmt.models.registry import registered
 from tfnmt.ranges import NumberParser
 
 MODELS = registered()
@@ -53,16 +53,13 @@ def define_hparam_flags(flag_values=flags.FLAGS):
     types, ranges, helps = {}, {}, {}
     for cls in MODELS.values():
         for name, spec in cls.HPARAMS.items():
-            kind = type(spec[0])
+            kind = spec.kind
             if types.setdefault(name, kind) is not kind:
                 raise ValueError(f"hyper-parameter {name!r} declared as {types[name].__name__} "
                                  f"and {kind.__name__}")
-            helps.setdefault(name, spec[1])
-            if kind in (int, float):
-                bounds = hparam_range(cls, name)
-                if bounds is None:
-                    raise ValueError(f"{cls.__name__}.HPARAMS[{name!r}] declares no range")
-                ranges[name] = ranges[name].hull(bounds) if name in ranges else bounds
+            helps.setdefault(name, spec.describe())
+            if spec.range is not None:
+                ranges[name] = ranges[name].hull(spec.range) if name in ranges else spec.range
     for name, kind in types.items():
         if name in flag_values:
             continue
@@ -77,7 +74,7 @@ def define_hparam_flags(flag_values=flags.FLAGS):
 
 def declaring(name):
     """{model name: its default} of the models that declare hyper-parameter `name`."""
-    return {model: cls.HPARAMS[name][0] for model, cls in sorted(MODELS.items())
+    return {model: cls.HPARAMS[name].default for model, cls in sorted(MODELS.items())
             if name in cls.HPARAMS}
 
 

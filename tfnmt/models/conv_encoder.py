@@ -34,41 +34,14 @@ from tfnmt.encoders.gru import GRUEncoder
 from tfnmt.models.base import EncoderDecoder
 from tfnmt.models.registry import register
 
-# The decoder's hyper-parameters, shared by both models.
-DECODER_HPARAMS = {
-    "embed_dim": (100, "word embedding width (source and target)", ">= 1"),
-    "hidden_dim": (1000, "GRU state width", ">= 1"),
-    "maxout_dim": (500, "maxout units of the decoder's deep output", ">= 1"),
-    "dropout": (0.0, "dropout on the word embeddings and on the maxout output", "[0, 1)"),
-}
-
-
 @register("conv_encoder")
 class ConvEncoderSeq2Seq(EncoderDecoder):
-    HPARAMS = {
-        "conv_encoder": ("ngram", "convolutional encoder: small_filters | ngram_1layer | ngram"),
-        "source_window": (32, "k̄: source tokens (eos included) of the zero-padded sentence "
-                              "matrix; longer sources are translated in chunks", ">= 1"),
-        "conv_input_dim": (0, "d: rows of the sentence matrix, the embeddings up-projected to it "
-                              "(0 = the variant's: 1000, or embed_dim for small_filters)", ">= 0"),
-        "conv_layers": (0, "convolution + pooling layers (0 = the variant's: 3, 1 for ngram_1layer)",
-                        ">= 0"),
-        "conv_filters": (0, "filters per layer and n-gram width (0 = the variant's: 500, 100 "
-                            "for ngram_1layer, 32 for small_filters)", ">= 0"),
-        "ngram_widths": ("2", "n-gram filter widths, comma-separated; several run in parallel "
-                              "(ngram encoders)"),
-        "small_filter_size": ("3x3", "filter size ROWSxCOLUMNS of small_filters"),
-        "gated_pooling": (False, "learned gated pooling instead of max / average pooling"),
-        "encoding_dim": (1000, "width of the sentence encoding c (W_f's output)", ">= 1"),
-        **DECODER_HPARAMS,
-    }
+    HPARAMS = {**ConvSentenceEncoderPart.HPARAMS, **ConditionalGRU.HPARAMS}
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
-        self.encoder = ConvSentenceEncoderPart(
-            h, source_vocab_size, name="encoder", scope=self.name,
-            defaults={name: declared[0] for name, declared in self.HPARAMS.items()})
+        self.encoder = ConvSentenceEncoderPart(h, source_vocab_size, name="encoder", scope=self.name)
         # The translator reads this: sources longer than the window are split into chunks.
         self.source_window = self.encoder.window
         self.decoder = ConditionalGRU(h, target_vocab_size, h["encoding_dim"], name="decoder",
@@ -78,7 +51,7 @@ class ConvEncoderSeq2Seq(EncoderDecoder):
 @register("gru_encdec")
 class GRUEncoderDecoder(EncoderDecoder):
     """Cho et al. 2014: a GRU encoder whose last state is c, and the same decoder."""
-    HPARAMS = dict(DECODER_HPARAMS)
+    HPARAMS = {**GRUEncoder.HPARAMS, **ConditionalGRU.HPARAMS}
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)

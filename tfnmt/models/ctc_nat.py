@@ -37,7 +37,9 @@ from tfnmt.errors import ConfigError
 from tfnmt.layers.attention import NEG_INF
 from tfnmt.models.base import Seq2SeqModel
 from tfnmt.models.registry import register
-from tfnmt.models.transformer import Transformer, check_hparams
+from tfnmt.layers.hparams import HParam
+from tfnmt.layers.transformer_layers import HPARAMS
+from tfnmt.models.transformer import SHARE_EMBEDDINGS, check_hparams
 from tfnmt.objectives.losses import ctc_loss
 
 VARIANTS = ("deep_encoder", "encoder_decoder", "encoder_decoder_pos")
@@ -48,21 +50,17 @@ class CTCNonAutoregressive(Seq2SeqModel):
     autoregressive = False
     # The Transformer's settings, at the paper's sizes (d 512, FFN 4096, 16 heads).
     HPARAMS = {
-        "ctc_variant": ("encoder_decoder_pos", "CTC model: deep_encoder | encoder_decoder | "
-                        "encoder_decoder_pos (positions added to the split states)"),
-        "split_factor": (3, "k: each encoder state is split into k states to label (eq. 1)", ">= 1"),
-        **Transformer.HPARAMS,
-        "decoder_layers": (6, "number of decoder layers (0 for --ctc_variant=deep_encoder)", ">= 0"),
-        "ffn_dim": (4096, "inner width of the feed-forward blocks", ">= 1"),
-        "num_heads": (16, "attention heads", ">= 1"),
+        "ctc_variant": HParam("encoder_decoder_pos", "CTC model (_pos: positions added to the "
+                              "split states)", choices=VARIANTS),
+        **TransformerEncoder.HPARAMS, **CTCDecoder.HPARAMS, "share_embeddings": SHARE_EMBEDDINGS,
+        "ffn_dim": HPARAMS["ffn_dim"].but(default=4096),
+        "num_heads": HPARAMS["num_heads"].but(default=16),
     }
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
         self.variant = h["ctc_variant"]
-        if self.variant not in VARIANTS:
-            raise ConfigError(f"--ctc_variant={self.variant!r}: choose one of {', '.join(VARIANTS)}")
         if self.variant == "deep_encoder" and h["decoder_layers"]:
             raise ConfigError("--ctc_variant=deep_encoder has no decoder: set --decoder_layers=0 "
                               "and put every layer in --encoder_layers (12 in the paper)")

@@ -34,6 +34,7 @@ from tfnmt.decoders.transformer import TransformerDecoder
 from tfnmt.encoders.transformer import TransformerEncoder
 from tfnmt.errors import ConfigError
 from tfnmt.layers.aggregation import STRATEGIES, LayerAggregation
+from tfnmt.layers.hparams import HParam
 from tfnmt.layers.multi_layer_attention import MultiLayerDecoderLayer, MultiLayerEncoderLayer
 from tfnmt.models.registry import register
 from tfnmt.models.transformer import Transformer
@@ -106,14 +107,14 @@ class DeepDecoder(TransformerDecoder):
 @register("deep_transformer")
 class DeepTransformer(Transformer):
     HPARAMS = dict(Transformer.HPARAMS, **{
-        "encoder_aggregation": ("none", "encoder layer aggregation: " + " | ".join(STRATEGIES)),
-        "decoder_aggregation": ("none", "decoder layer aggregation: " + " | ".join(STRATEGIES)),
-        "aggregation_ffn_dim": (0, "inner width of the aggregation nodes' feed-forward "
-                                   "(0 = --ffn_dim)", ">= 0"),
-        "multi_layer_attention": (1, "k: self-attention attends to the k layers below "
-                                     "(1 = the plain Transformer)", ">= 1"),
-        "diversity_weight": (0.0, "λ of the layer-diversity term: the loss is NLL - λ L_div "
-                                  "(diversity is maximised)", ">= 0"),
+        "encoder_aggregation": HParam("none", "encoder layer aggregation", choices=STRATEGIES),
+        "decoder_aggregation": HParam("none", "decoder layer aggregation", choices=STRATEGIES),
+        "aggregation_ffn_dim": HParam(0, "inner width of the aggregation nodes' feed-forward "
+                                         "(0 = --ffn_dim)", bounds=">= 0"),
+        "multi_layer_attention": HParam(1, "k: self-attention attends to the k layers below "
+                                           "(1 = the plain Transformer)", bounds=">= 1"),
+        "diversity_weight": HParam(0.0, "λ of the layer-diversity term: the loss is NLL - λ L_div "
+                                        "(diversity is maximised)", bounds=">= 0"),
     })
     ENCODER, DECODER = DeepEncoder, DeepDecoder
 
@@ -121,8 +122,6 @@ class DeepTransformer(Transformer):
         h = self.with_defaults(hparams)
         for side in ("encoder", "decoder"):
             strategy = h[f"{side}_aggregation"]
-            if strategy not in STRATEGIES:
-                raise ConfigError(f"--{side}_aggregation={strategy!r}: choose one of {', '.join(STRATEGIES)}")
             if strategy != "none" and h[f"{side}_layers"] < 2:
                 raise ConfigError(f"--{side}_aggregation={strategy} needs at least 2 "
                                   f"{side} layers, not {h[f'{side}_layers']}")

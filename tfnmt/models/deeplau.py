@@ -26,37 +26,18 @@ The encoder is encoders/recurrent.py, the decoder and its attention decoders/rec
 
 from tfnmt.decoders.recurrent import RecurrentDecoder
 from tfnmt.encoders.recurrent import RecurrentEncoder
-from tfnmt.errors import ConfigError
-from tfnmt.layers.lau import CELLS, CONNECTIONS
 from tfnmt.models.base import EncoderDecoder
 from tfnmt.models.registry import register
 
 
 @register("deeplau")
 class DeepLAU(EncoderDecoder):
-    HPARAMS = {
-        "encoder_layers": (4, "recurrent encoder layers, alternating direction", ">= 1"),
-        "decoder_layers": (4, "recurrent decoder layers", ">= 1"),
-        "cell": ("lau", "recurrent cell: lau | gru"),
-        "stack_connection": ("none", "between stacked layers: none | residual | fast_forward"),
-        "embed_dim": (512, "word embedding width", ">= 1"),
-        "hidden_dim": (512, "recurrent state width", ">= 1"),
-        "attention_dim": (512, "additive attention width", ">= 1"),
-        "dropout": (0.2, "dropout on the word embeddings", "[0, 1)"),
-        "output_dropout": (0.5, "dropout on the top decoder state before the softmax layer", "[0, 1)"),
-        "init_stddev": (0.0, "draw every weight matrix from N(0, init_stddev^2), as the paper "
-                             "does with 0.04 (0 = Keras's Glorot / orthogonal defaults)", ">= 0"),
-    }
+    HPARAMS = {**RecurrentEncoder.HPARAMS, **RecurrentDecoder.HPARAMS}
     FIXED = {}
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = dict(self.FIXED, **self.hparams)
-        if h["cell"] not in CELLS:
-            raise ConfigError(f"--cell={h['cell']!r}: choose one of {', '.join(CELLS)}")
-        if h["stack_connection"] not in CONNECTIONS:
-            raise ConfigError(f"--stack_connection={h['stack_connection']!r}: choose one of "
-                              f"{', '.join(CONNECTIONS)}")
         self.settings = h
         self.encoder = RecurrentEncoder(h, source_vocab_size, name="encoder", scope=self.name)
         self.decoder = RecurrentDecoder(h, target_vocab_size, name="decoder", scope=self.name)

@@ -27,33 +27,13 @@ The encoder is encoders/densenmt.py, the decoder and its attention decoders/dens
 
 from tfnmt.decoders.densenmt import ConvDecoder
 from tfnmt.encoders.densenmt import ConvEncoder, memory_layers
-from tfnmt.errors import ConfigError
 from tfnmt.models.base import EncoderDecoder
 from tfnmt.models.registry import register
-
-STACKS = ("dense", "residual")
-ATTENTIONS = ("multistep", "dense1", "dense2", "none")
 
 
 @register("densenmt")
 class DenseNMT(EncoderDecoder):
-    HPARAMS = {
-        "encoder_layers": (4, "number of encoder layers", ">= 1"),
-        "decoder_layers": (4, "number of decoder layers", ">= 1"),
-        "encoder": ("dense", "encoder stack: dense | residual"),
-        "decoder": ("dense", "decoder stack: dense | residual"),
-        "attention": ("dense2", "attention: multistep | dense1 | dense2 | none"),
-        "embed_dim": (256, "model embedding width (h^0, z^0; the multi-step attention width)", ">= 1"),
-        "table_dim": (0, "width of the source/target/softmax embedding tables, projected to "
-                         "embed_dim (0 = embed_dim)", ">= 0"),
-        "hidden_dim": (256, "width of residual layers", ">= 1"),
-        "growth_rate": (128, "output width of each dense layer", ">= 1"),
-        "attention_dim": (128, "DenseAtt width (eq. 9/10)", ">= 1"),
-        "sumlen": (0, "a summary layer after every sumlen-1 layers (0 = none)", ">= 0"),
-        "kernel_size": (3, "convolution kernel width", ">= 1"),
-        "dropout": (0.2, "dropout on embeddings and layer inputs", "[0, 1)"),
-        "max_positions": (1024, "learned positions; later positions reuse the last one", ">= 1"),
-    }
+    HPARAMS = {**ConvEncoder.HPARAMS, **ConvDecoder.HPARAMS}
     RENAMED = {"embedding_dim": "table_dim"}
     # Subclasses pin some switches (ConvS2S is the all-residual, multi-step case).
     FIXED = {}
@@ -61,9 +41,6 @@ class DenseNMT(EncoderDecoder):
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = dict(self.FIXED, **self.hparams)
-        for name, choices in (("encoder", STACKS), ("decoder", STACKS), ("attention", ATTENTIONS)):
-            if h[name] not in choices:
-                raise ConfigError(f"--{name}={h[name]!r}: choose one of {', '.join(choices)}")
         self.settings = h
         self.encoder = ConvEncoder(h, source_vocab_size, name="encoder")
         self.decoder = ConvDecoder(h, target_vocab_size, memory_layers=memory_layers(h),

@@ -5,8 +5,11 @@ tfnmt/decoders/transformer.py)."""
 from tfnmt.decoders.transformer import TransformerDecoder
 from tfnmt.encoders.transformer import TransformerEncoder
 from tfnmt.errors import ConfigError
+from tfnmt.layers.hparams import HParam
 from tfnmt.models.base import EncoderDecoder
 from tfnmt.models.registry import register
+
+SHARE_EMBEDDINGS = HParam(False, "one embedding matrix for source and target (joint vocabulary)")
 
 
 def check_hparams(h, source_vocab_size, target_vocab_size):
@@ -19,19 +22,8 @@ def check_hparams(h, source_vocab_size, target_vocab_size):
 
 @register("transformer")
 class Transformer(EncoderDecoder):
-    HPARAMS = {
-        "encoder_layers": (6, "number of encoder layers", ">= 1"),
-        "decoder_layers": (6, "number of decoder layers", ">= 1"),
-        "d_model": (512, "model width (embeddings and hidden states)", ">= 1"),
-        "ffn_dim": (2048, "inner width of the feed-forward blocks", ">= 1"),
-        "num_heads": (8, "attention heads", ">= 1"),
-        "dropout": (0.1, "dropout on embeddings and sub-layer outputs", "[0, 1)"),
-        "attention_dropout": (0.0, "dropout on attention weights", "[0, 1)"),
-        "ffn_dropout": (0.0, "dropout inside the feed-forward blocks", "[0, 1)"),
-        "pre_norm": (False, "layer norm before each sub-layer (pre-norm) instead of after"),
-        "share_embeddings": (False, "one embedding matrix for source and target (joint vocabulary)"),
-        "tie_output": (True, "the output projection reuses the target embedding matrix"),
-    }
+    HPARAMS = {**TransformerEncoder.HPARAMS, **TransformerDecoder.HPARAMS,
+               "share_embeddings": SHARE_EMBEDDINGS}
     # Subclasses (deep_transformer) swap in richer stacks whose plain weights keep the paths.
     ENCODER, DECODER = TransformerEncoder, TransformerDecoder
 
