@@ -30,6 +30,8 @@ TINY = {
     "conv_encoder": dict(_RECURRENT, conv_encoder="ngram", conv_filters=5, conv_input_dim=16,
                          encoding_dim=10, maxout_dim=6),
     "gru_encdec": dict(_RECURRENT, maxout_dim=6),
+    "hybrid": dict(_ATTENTIONAL, encoder_type="transformer", decoder_type="densenmt",
+                   embed_dim=16, growth_rate=8),
 }
 
 

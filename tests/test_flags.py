@@ -85,16 +85,17 @@ def test_a_numeric_hyper_parameter_cannot_be_declared_without_a_range():
 
 
 def _choice_hparams():
+    # (A hybrid declares the hyper-parameters of the parts its defaults choose.)
     from tfnmt.models import catalog
     return [(model, name) for model in catalog.names()
-            for name, spec in catalog.get(model).HPARAMS.items() if spec.choices]
+            for name, spec in catalog.get(model).declared({}).items() if spec.choices]
 
 
 @pytest.mark.parametrize("model, name", _choice_hparams())
 def test_every_model_refuses_a_value_outside_a_hyper_parameters_choices(model, name):
     from tfnmt.errors import ConfigError
     from tfnmt.models import catalog
-    choices = ", ".join(catalog.get(model).HPARAMS[name].choices)
+    choices = ", ".join(catalog.get(model).declared({})[name].choices)
     with pytest.raises(ConfigError, match=f"^--{name}='bogus': choose one of {choices}$"):
         catalog.get(model)(20, 20, **{name: "bogus"})
 

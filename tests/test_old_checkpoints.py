@@ -18,9 +18,13 @@ from tfnmt.training.checkpoints import trackables
 OLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "old_checkpoints")
 
 
+# Registered after the checkpoints were made: nothing older to restore.
+NEW_SINCE = {"hybrid"}
+
+
 def test_every_registered_model_has_an_old_checkpoint():
     models = {model_dir_lib.read_config(os.path.join(OLD, case))["model"] for case in os.listdir(OLD)}
-    assert models == set(TINY)
+    assert models == set(TINY) - NEW_SINCE
 
 
 @pytest.mark.parametrize("name", sorted(os.listdir(OLD)))

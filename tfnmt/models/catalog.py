@@ -12,7 +12,7 @@ from absl import flags
 
 from tfnmt.errors import ConfigError
 from tfnmt.models import (conv_encoder, convs2s, ctc_nat, deep_transformer, deeplau,  # noqa: F401
-                          densenmt, transformer)
+                          densenmt, hybrid, transformer)
 from tfnmt.models.registry import registered
 from tfnmt.ranges import NumberParser
 
