@@ -57,6 +57,12 @@ def _aggregation(h, side):
                             h["aggregation_ffn_dim"] or h["ffn_dim"], name=f"{side}_aggregation")
 
 
+def _layer(layer_class, side, h, index, args):
+    """Layer `index` of a stack, attending to the layers below it too (multi-layer attention)."""
+    return layer_class(name=f"{side}_layer_{index}", lower_layers=lower_layers(h, index),
+                       aggregation_ffn_dim=h["aggregation_ffn_dim"] or None, **args)
+
+
 class DeepEncoder(TransformerEncoder):
     """The Transformer encoder with multi-layer attention and layer aggregation."""
 
@@ -65,10 +71,7 @@ class DeepEncoder(TransformerEncoder):
         self.aggregation = _aggregation(self.hparams, "encoder")
 
     def layer(self, index, args):
-        return MultiLayerEncoderLayer(name=f"encoder_layer_{index}",
-                                      lower_layers=lower_layers(self.hparams, index),
-                                      aggregation_ffn_dim=self.hparams["aggregation_ffn_dim"] or None,
-                                      **args)
+        return _layer(MultiLayerEncoderLayer, "encoder", self.hparams, index, args)
 
     def run(self, x, allowed, training):
         return self.aggregation.run(x, lambda i, inputs: self.layers[i](
@@ -83,10 +86,7 @@ class DeepDecoder(TransformerDecoder):
         self.aggregation = _aggregation(self.hparams, "decoder")
 
     def layer(self, index, args):
-        return MultiLayerDecoderLayer(name=f"decoder_layer_{index}",
-                                      lower_layers=lower_layers(self.hparams, index),
-                                      aggregation_ffn_dim=self.hparams["aggregation_ffn_dim"] or None,
-                                      **args)
+        return _layer(MultiLayerDecoderLayer, "decoder", self.hparams, index, args)
 
     def run(self, x, memory, self_allowed, memory_allowed, training):
         return self.aggregation.run(x, lambda i, inputs: self.layers[i](
