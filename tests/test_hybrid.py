@@ -37,7 +37,8 @@ def test_every_pair_decodes_incrementally_like_teacher_forcing(encoder, decoder,
 
 def test_a_hybrid_reads_only_the_flags_of_its_parts():
     hybrid = catalog.get("hybrid")
-    with pytest.raises(ConfigError, match="^model 'hybrid' has no hyper-parameter growth_rate$"):
+    with pytest.raises(ConfigError, match=r"^model 'hybrid' \(--encoder_type=transformer "
+                       r"--decoder_type=transformer\) has no hyper-parameter growth_rate$"):
         hybrid(50, 60, encoder_type="transformer", decoder_type="transformer", growth_rate=8)
     with pytest.raises(ConfigError, match="^--decoder_type='lstm': choose one of transformer, densenmt$"):
         hybrid(50, 60, decoder_type="lstm")

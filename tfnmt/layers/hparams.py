@@ -51,10 +51,11 @@ class HParam:
         return f"{self.help} ({' | '.join(self.choices)})" if self.choices else self.help
 
     def check(self, name, value, model):
-        """Raises ConfigError, one line naming the flag, for a value the declaration refuses."""
+        """Raises ConfigError, one line naming the flag, for a value the declaration refuses
+        (`model`: how the message names the model)."""
         bounds = self.range
         if bounds is not None and value not in bounds:
-            raise ConfigError(f"--{name}={value}: model {model!r} needs {bounds.describe(self.kind)}")
+            raise ConfigError(f"--{name}={value}: model {model} needs {bounds.describe(self.kind)}")
         if self.choices and value not in self.choices:
             raise ConfigError(f"--{name}={value!r}: choose one of {', '.join(self.choices)}")
 

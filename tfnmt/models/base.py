@@ -186,16 +186,21 @@ class Seq2SeqModel(keras.Model):
         return cls.HPARAMS
 
     @classmethod
+    def title(cls, hparams):
+        """The model as an error message names it."""
+        return repr(cls.registry_name)
+
+    @classmethod
     def with_defaults(cls, hparams):
         """The model's declared defaults overridden by `hparams`; undeclared names and values
         their declaration refuses are errors."""
         declared = cls.declared(hparams)
         unknown = sorted(set(hparams) - set(declared))
         if unknown:
-            raise ConfigError(f"model {cls.registry_name!r} has no hyper-parameter "
+            raise ConfigError(f"model {cls.title(hparams)} has no hyper-parameter "
                               f"{', '.join(unknown)}")
         for name, value in sorted(hparams.items()):
-            declared[name].check(name, value, cls.registry_name)
+            declared[name].check(name, value, cls.title(hparams))
         return dict({name: spec.default for name, spec in declared.items()}, **hparams)
 
     @staticmethod

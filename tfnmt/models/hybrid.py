@@ -40,11 +40,16 @@ class Hybrid(EncoderDecoder):
                            for name, spec in part.HPARAMS.items()}}
 
     @classmethod
+    def title(cls, hparams):
+        chosen = " ".join(f"--{name}={hparams.get(name, spec.default)}" for name, spec in TYPES.items())
+        return f"{cls.registry_name!r} ({chosen})"
+
+    @classmethod
     def declared(cls, hparams):
         chosen = {}
         for name, spec in TYPES.items():
             chosen[name] = hparams.get(name, spec.default)
-            spec.check(name, chosen[name], cls.registry_name)
+            spec.check(name, chosen[name], cls.title(hparams))
         encoder, decoder = ENCODERS[chosen["encoder_type"]], DECODERS[chosen["decoder_type"]]
         # A name both parts read: the decoder's declaration (its default) wins.
         declared = {**TYPES, **encoder.HPARAMS, **decoder.HPARAMS}
