@@ -37,3 +37,12 @@ def test_a_checkpoint_written_by_older_code_restores_every_weight_and_the_same_l
     logits = logits_of(model({"source": tf.constant(stored["source"]),
                               "target_in": tf.constant(stored["target_in"])}))
     np.testing.assert_allclose(logits.numpy(), stored["logits"], atol=1e-5)
+
+
+def test_a_config_json_with_a_renamed_hyper_parameter_reads_under_the_new_name():
+    # DenseNMT's --embedding_dim is --table_dim since; that model directory predates it.
+    directory = os.path.join(OLD, "densenmt-summaries-dense1")
+    with open(model_dir_lib.config_path(directory)) as f:
+        assert "embedding_dim" in f.read()
+    hparams = model_dir_lib.read_config(directory)["hparams"]
+    assert hparams["table_dim"] == 8 and "embedding_dim" not in hparams

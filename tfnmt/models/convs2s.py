@@ -21,6 +21,5 @@ _SHARED = ("encoder_layers", "decoder_layers", "embed_dim", "table_dim", "hidden
 @register("convs2s")
 class ConvS2S(DenseNMT):
     HPARAMS = {name: DenseNMT.HPARAMS[name] for name in _SHARED}
-    RENAMED = DenseNMT.RENAMED
     FIXED = {"encoder": "residual", "decoder": "residual", "attention": "multistep",
              "growth_rate": 0, "attention_dim": 0, "sumlen": 0}
