@@ -22,7 +22,7 @@ import tensorflow as tf
 from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder,
                                       MultiStepAttention, SummaryLayer, summary_after)
 from tfnmt.layers.dense_attention import DenseAttention1, DenseAttention2
-from tfnmt.layers.hparams import HParam
+from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.part import Part
 from tfnmt.layers.weight_norm import WeightNormDense
 
@@ -31,7 +31,7 @@ ATTENTIONS = ("multistep", "dense1", "dense2", "none")
 
 class ConvDecoder(Part):
     """`memory_layers`: how many encoder layers DenseAtt-2 attends to."""
-    HPARAMS = {"decoder_layers": HParam(4, "number of decoder layers", bounds=">= 1"),
+    HPARAMS = {"decoder_layers": DECODER_LAYERS.but(default=4),
                "decoder": HParam("dense", "decoder stack", choices=STACKS),
                "attention": HParam("dense2", "attention", choices=ATTENTIONS),
                "attention_dim": HParam(128, "DenseAtt width (eq. 9/10)", bounds=">= 1"), **HPARAMS}

@@ -18,14 +18,14 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.attention import masked_logits
-from tfnmt.layers.hparams import HParam
+from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.lau import HPARAMS, connect, initializers, recurrent_cell, stacked_width
 from tfnmt.layers.part import Part
 
 
 class RecurrentDecoder(Part):
     HPARAMS = {
-        "decoder_layers": HParam(4, "recurrent decoder layers", bounds=">= 1"), **HPARAMS,
+        "decoder_layers": DECODER_LAYERS.but(default=4), **HPARAMS,
         "attention_dim": HParam(512, "additive attention width", bounds=">= 1"),
         "output_dropout": HParam(0.5, "dropout on the top decoder state before the softmax layer",
                                  bounds="[0, 1)"),

@@ -14,11 +14,9 @@ import tensorflow as tf
 
 from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.part import Part
-from tfnmt.layers.hparams import HParam
+from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerDecoderLayer,
                                              layer_args, token_embedding)
-
-DECODER_LAYERS = HParam(6, "number of decoder layers", bounds=">= 1")
 
 
 class TransformerDecoder(Part):

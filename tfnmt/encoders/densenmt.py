@@ -19,7 +19,7 @@ import tensorflow as tf
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder, SummaryLayer,
                                       summary_after)
-from tfnmt.layers.hparams import HParam
+from tfnmt.layers.hparams import ENCODER_LAYERS, HParam
 from tfnmt.layers.part import Part
 from tfnmt.layers.weight_norm import WeightNormDense
 
@@ -32,7 +32,7 @@ def memory_layers(h):
 
 
 class ConvEncoder(Part):
-    HPARAMS = {"encoder_layers": HParam(4, "number of encoder layers", bounds=">= 1"),
+    HPARAMS = {"encoder_layers": ENCODER_LAYERS.but(default=4),
                "encoder": HParam("dense", "encoder stack", choices=STACKS), **HPARAMS}
 
     def __init__(self, hparams, vocab_size, **kwargs):

@@ -12,14 +12,13 @@ import keras
 import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
-from tfnmt.layers.hparams import HParam
+from tfnmt.layers.hparams import ENCODER_LAYERS
 from tfnmt.layers.lau import HPARAMS, connect, initializers, recurrent_cell, stacked_width
 from tfnmt.layers.part import Part
 
 
 class RecurrentEncoder(Part):
-    HPARAMS = {"encoder_layers": HParam(4, "recurrent encoder layers, alternating direction",
-                                        bounds=">= 1"), **HPARAMS}
+    HPARAMS = {"encoder_layers": ENCODER_LAYERS.but(default=4), **HPARAMS}
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)

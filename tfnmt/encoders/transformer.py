@@ -10,11 +10,9 @@ import tensorflow as tf
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.layers.attention import key_mask
 from tfnmt.layers.part import Part
-from tfnmt.layers.hparams import HParam
+from tfnmt.layers.hparams import ENCODER_LAYERS
 from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerEncoderLayer,
                                              layer_args, token_embedding)
-
-ENCODER_LAYERS = HParam(6, "number of encoder layers", bounds=">= 1")
 
 
 class TransformerEncoder(Part):

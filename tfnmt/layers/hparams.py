@@ -60,5 +60,6 @@ class HParam:
             raise ConfigError(f"--{name}={value!r}: choose one of {', '.join(self.choices)}")
 
 
-def defaults(declared):
-    return {name: spec.default for name, spec in declared.items()}
+# The depth of every stack: each family's encoder and decoder take these with its own default.
+ENCODER_LAYERS = HParam(6, "number of encoder layers", bounds=">= 1")
+DECODER_LAYERS = HParam(6, "number of decoder layers", bounds=">= 1")
