@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from conftest import events, multi30k_lines, overfit_multi30k, run_cli
-from tfnmt.models import registry
+from tfnmt.models import catalog
 
 # Every registered model at a size that builds and trains in a second or two. A model missing
 # here fails test_contract.py, so a new model is covered once it is registered and sized.
@@ -30,12 +30,14 @@ TINY = {
     "conv_encoder": dict(_RECURRENT, conv_encoder="ngram", conv_filters=5, conv_input_dim=16,
                          encoding_dim=10, maxout_dim=6),
     "gru_encdec": dict(_RECURRENT, maxout_dim=6),
+    "hybrid": dict(_ATTENTIONAL, encoder_type="transformer", decoder_type="densenmt",
+                   embed_dim=16, growth_rate=8),
 }
 
 
 def tiny_model(name, source_vocab_size=50, target_vocab_size=60, **overrides):
     """A built registered model at its TINY size."""
-    model = registry.get(name)(source_vocab_size, target_vocab_size, **dict(TINY[name], **overrides))
+    model = catalog.get(name)(source_vocab_size, target_vocab_size, **dict(TINY[name], **overrides))
     model.build_with_dummy_batch()
     return model
 

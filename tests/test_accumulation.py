@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from conftest import events, run_cli, tiny_train_flags
 from tfnmt.data.vocab import BOS_ID, EOS_ID
-from tfnmt.models import registry
+from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 
 VOCAB = 30
@@ -38,7 +38,7 @@ def _update_after_one_fit_step(element):
     update is the gradient itself, so any misweighting of the batches shows). Eager, to skip
     tracing; the CLI test below runs the same step inside `fit`."""
     keras.utils.set_random_seed(3)
-    model = registry.get("transformer")(VOCAB, VOCAB, label_smoothing=0.1, encoder_layers=1,
+    model = catalog.get("transformer")(VOCAB, VOCAB, label_smoothing=0.1, encoder_layers=1,
                                         decoder_layers=1, d_model=16, ffn_dim=32, num_heads=2,
                                         dropout=0.0)
     model.build_with_dummy_batch()

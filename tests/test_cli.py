@@ -109,7 +109,7 @@ def test_info_counts_parameters_by_component(trained_model, capsys):
 
 def test_info_counts_a_flagfile_model_before_training(tmp_path, capsys):
     assert run_cli("info", "--model=convs2s", "--vocab_size=1000", "--embed_dim=16",
-                   "--embedding_dim=8", "--hidden_dim=16", f"--model_dir={tmp_path / 'none'}") == 0
+                   "--table_dim=8", "--hidden_dim=16", f"--model_dir={tmp_path / 'none'}") == 0
     out = capsys.readouterr().out
     assert "vocabularies assumed 1,000 per side" in out
     embeddings = int(out.split("embeddings")[1].split()[0].replace(",", ""))

@@ -21,15 +21,15 @@ def test_there_are_configs():
 def test_config_builds_its_model(path, monkeypatch):
     monkeypatch.chdir(REPO)  # flagfiles include shared recipes by paths from the repository root
     from tfnmt.cli.flags import FLAGS
-    from tfnmt.models import registry
+    from tfnmt.models import catalog
     from tfnmt.cli.flags import read
     from tfnmt.training.options import TrainOptions
     from tfnmt.training.trainer import check_options
     FLAGS.unparse_flags()
     FLAGS(["tfnmt", f"--flagfile={path}"])
     try:
-        cls = registry.get(FLAGS.model)
-        hparams = registry.hparams_from_flags(cls)
+        cls = catalog.get(FLAGS.model)
+        hparams = catalog.hparams_from_flags(cls)
         model = cls(100, 100, **hparams)
         model.build_with_dummy_batch()
         assert model.count_params() > 0

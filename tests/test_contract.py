@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from conftest import events, run_cli, tiny_train_flags
 from contract import TINY, logits_of, tiny_model
-from tfnmt.models import registry
+from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 from tfnmt.training.checkpoints import Checkpoints, trackables
 from tfnmt.training.optimizers import make_optimizer
@@ -18,14 +18,14 @@ TARGET_OUT = tf.constant([[10, 11, 12, 13, 14, 3], [13, 14, 3, 0, 0, 0]])
 
 
 def test_every_registered_model_has_a_contract_size():
-    assert sorted(TINY) == registry.names()
+    assert sorted(TINY) == catalog.names()
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_building_a_model_runs_its_forward_pass_once_eagerly(name, monkeypatch):
     # Keras would first trace call() symbolically to create the variables, doubling the cost of
     # every model build (a paper-size one takes seconds).
-    cls, calls = registry.get(name), []
+    cls, calls = catalog.get(name), []
     call = cls.call
     monkeypatch.setattr(cls, "call", lambda self, *args, **kwargs: (
         calls.append(tf.executing_eagerly()), call(self, *args, **kwargs))[1])

@@ -17,7 +17,7 @@ from tfnmt.decoding.translator import Translator, translate_sentences
 from tfnmt.errors import ConfigError, DataError
 from tfnmt.export import tflite
 from tfnmt.layers.gated_pooling import GatedPooling
-from tfnmt.models import registry
+from tfnmt.models import catalog
 from tfnmt.models.base import Seq2SeqModel
 from tfnmt.training.trainer import source_length_limit
 
@@ -39,13 +39,13 @@ TINY = {
 
 
 def conv_model(kind, **overrides):
-    model = registry.get("conv_encoder")(50, 60, **dict(TINY[kind], **overrides))
+    model = catalog.get("conv_encoder")(50, 60, **dict(TINY[kind], **overrides))
     model.build_with_dummy_batch()
     return model
 
 
 def gru_model():
-    model = registry.get("gru_encdec")(50, 60, **DECODER)
+    model = catalog.get("gru_encdec")(50, 60, **DECODER)
     model.build_with_dummy_batch()
     return model
 
@@ -72,26 +72,26 @@ REPORT_SHAPES = [
 @pytest.mark.parametrize("flags,features,kernel", REPORT_SHAPES,
                          ids=["small_filters", "ngram_1layer", "ngram", "gated", "widths"])
 def test_each_encoder_variant_at_the_reports_sizes(flags, features, kernel):
-    model = registry.get("conv_encoder")(40, 40, **flags)
+    model = catalog.get("conv_encoder")(40, 40, **flags)
     model.build_with_dummy_batch()
     assert model.source_window == 32
-    assert model.encoder.feature_shape() == features
-    assert tuple(model.encoder.convolutions[0][0].kernel.shape) == kernel
+    assert model.encoder.sentence.feature_shape() == features
+    assert tuple(model.encoder.sentence.convolutions[0][0].kernel.shape) == kernel
     source = tf.constant([[5] * 31 + [3], [6, 7, 3] + [0] * 29, [8, 3] + [0] * 30])
     encoding = model.encode(source)["encoding"]
     assert encoding.shape == (3, 1000)
-    assert model.encoder.projection.kernel.shape == (int(np.prod(features)), 1000)
+    assert model.encoder.sentence.projection.kernel.shape == (int(np.prod(features)), 1000)
     if flags["conv_encoder"] != "small_filters":  # 100-d embeddings up-projected to d = 1000
-        assert model.encoder.upprojection.kernel.shape == (100, 1000)
+        assert model.encoder.sentence.upprojection.kernel.shape == (100, 1000)
     assert np.isfinite(encoding.numpy()).all()
 
 
 def test_gru_baseline_has_the_reports_sizes():
-    model = registry.get("gru_encdec")(40, 40)
+    model = catalog.get("gru_encdec")(40, 40)
     model.build_with_dummy_batch()
     assert model.source_window is None
     assert model.encode(SOURCE)["encoding"].shape == (2, 1000)
-    assert model.encoder_gru.cell.kernel.shape == (100, 3000)
+    assert model.encoder.gru.cell.kernel.shape == (100, 3000)
 
 
 ENCODERS = sorted(TINY) + ["gru_encdec"]
@@ -120,7 +120,7 @@ def test_the_encoding_does_not_change_when_padding_is_added(kind):
 def test_every_position_of_the_window_reaches_the_encoding(kind):
     model = conv_model(kind)
     random_weights(model, seed=1)
-    for conv in model.encoder.convolutions:  # no unit dead from the start
+    for conv in model.encoder.sentence.convolutions:  # no unit dead from the start
         for layer in conv:
             layer.bias.assign(tf.ones_like(layer.bias))
     source = np.full([1, 32], 5, np.int32)
@@ -169,16 +169,16 @@ def test_encoder_and_decoder_layers_round_trip_their_config(kind):
     from tfnmt.layers.conv_sentence_encoder import ConvSentenceEncoder
     model = conv_model(kind)
     rows = tf.random.stateless_normal([2, 32, 8], seed=[0, 1])
-    encoder = ConvSentenceEncoder.from_config(model.encoder.get_config())
+    encoder = ConvSentenceEncoder.from_config(model.encoder.sentence.get_config())
     encoder.build(rows.shape)
     encoder(rows)
-    encoder.set_weights(model.encoder.get_weights())
-    np.testing.assert_allclose(encoder(rows).numpy(), model.encoder(rows).numpy(), atol=1e-6)
-    decoder = ConditionalGRUDecoder.from_config(model.decoder.get_config())
+    encoder.set_weights(model.encoder.sentence.get_weights())
+    np.testing.assert_allclose(encoder(rows).numpy(), model.encoder.sentence(rows).numpy(), atol=1e-6)
+    decoder = ConditionalGRUDecoder.from_config(model.decoder.gru.get_config())
     y, c = tf.random.stateless_normal([2, 5, 8], seed=[2, 3]), tf.random.stateless_normal([2, 10], seed=[4, 5])
     decoder.build((y.shape, c.shape))
-    decoder.set_weights(model.decoder.get_weights())
-    np.testing.assert_allclose(decoder((y, c)).numpy(), model.decoder((y, c)).numpy(), atol=1e-6)
+    decoder.set_weights(model.decoder.gru.get_weights())
+    np.testing.assert_allclose(decoder((y, c)).numpy(), model.decoder.gru((y, c)).numpy(), atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["ngram_gated", "small_filters_gated"])
@@ -230,8 +230,8 @@ def windows(x, size):
 
 
 def reference_encoding(model, source):
-    encoder, window = model.encoder, model.source_window
-    table = model.source_embedding.embeddings.numpy().astype(np.float64)
+    encoder, window = model.encoder.sentence, model.source_window
+    table = model.encoder.embedding.embeddings.numpy().astype(np.float64)
     rows = np.zeros([len(source), window, table.shape[1]])
     for b, ids in enumerate(source):
         real = [i for i in ids if i != PAD_ID]
@@ -275,7 +275,7 @@ def test_each_encoder_variant_equals_a_numpy_reference(case):
     kind = case.replace("_odd", "")
     model = conv_model(kind, **REFERENCE_CASES[case])
     random_weights(model, seed=4)  # every weight, the gates' and biases' included
-    for convolutions in model.encoder.convolutions:  # few units dead from the start
+    for convolutions in model.encoder.sentence.convolutions:  # few units dead from the start
         for conv in convolutions:
             conv.bias.assign(np.abs(conv.bias.numpy()) + 0.2)
     window = model.source_window
@@ -305,10 +305,10 @@ def test_incremental_decoding_equals_teacher_forcing(kind):
     # The state after decoding is the teacher-forced GRU's last state (keras.layers.RNN over the
     # whole target, not the stepped cell).
     encoding = model.encode(SOURCE)["encoding"]
-    y = model.target_embedding(TARGET_IN)
+    y = model.decoder.embedding(TARGET_IN)
     c = tf.broadcast_to(encoding[:, None], [2, TARGET_IN.shape[1], encoding.shape[-1]])
-    states = model.decoder.rnn(tf.concat([y, c], axis=-1),
-                               initial_state=[model.decoder.initial_state(encoding)])
+    states = model.decoder.gru.rnn(tf.concat([y, c], axis=-1),
+                                   initial_state=[model.decoder.gru.initial_state(encoding)])
     np.testing.assert_allclose(state["state"].numpy(), states[:, -1].numpy(), atol=1e-5)
     paths = [v.path for v in model.weights]
     assert len(set(paths)) == len(paths) and all(p.startswith(f"{model.name}/") for p in paths)
@@ -332,12 +332,12 @@ def test_gru_baseline_encoding_is_tanh_v_of_the_last_encoder_state():
     model = gru_model()
     random_weights(model, seed=3)
     source = tf.constant([[5, 6, 7, 3, 0]])
-    x = model.source_embedding(source).numpy()[0]
-    cell = model.encoder_gru.cell
+    x = model.encoder.embedding(source).numpy()[0]
+    cell = model.encoder.gru.cell
     h = np.zeros((1, 12), np.float32)
     for t in range(4):  # up to eos; padding leaves the state alone
         h = numpy_gru(x[t][None], h, cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy())
-    c = np.tanh(h @ model.encoder_summary.kernel.numpy() + model.encoder_summary.bias.numpy())
+    c = np.tanh(h @ model.encoder.summary.kernel.numpy() + model.encoder.summary.bias.numpy())
     np.testing.assert_allclose(model.encode(source)["encoding"].numpy(), c, atol=1e-5)
 
 
@@ -346,11 +346,11 @@ def test_decoder_is_cho_et_al_appendix_a12_with_c_in_the_gates_and_under_the_res
     random_weights(model, seed=2)
     memory = model.encode(SOURCE)
     c = memory["encoding"].numpy()
-    d = model.decoder
+    d = model.decoder.gru
     s0 = np.tanh(c @ d.init.kernel.numpy() + d.init.bias.numpy())
     np.testing.assert_allclose(model.initial_state(memory)["state"].numpy(), s0, atol=1e-5)
     ids = tf.constant([10, 20])
-    y = model.target_embedding(ids).numpy()
+    y = model.decoder.embedding(ids).numpy()
     (Wz, Wr, W), (Cz, Cr, C), (Uz, Ur, U) = (
         np.split(w.numpy(), 3, axis=1) for w in (d.cell.kernel, d.cell.context_kernel, d.cell.recurrent_kernel))
     bz, br, bh = np.split(d.cell.bias.numpy(), 3)
@@ -360,15 +360,16 @@ def test_decoder_is_cho_et_al_appendix_a12_with_c_in_the_gates_and_under_the_res
     s1 = z * s0 + (1 - z) * candidate
     pieces = np.concatenate([s1, y, c], axis=1) @ d.readout.kernel.numpy() + d.readout.bias.numpy()
     o = pieces.reshape(2, 6, 2).max(axis=-1)  # maxout over pairs
-    logits = o @ model.output_bottleneck.kernel.numpy() @ model.output_projection.kernel.numpy() \
-        + model.output_projection.bias.numpy()
+    output = model.decoder
+    logits = o @ output.output_bottleneck.kernel.numpy() @ output.output_projection.kernel.numpy() \
+        + output.output_projection.bias.numpy()
     step_logits, state = model.step(ids, 0, model.initial_state(memory), memory)
     np.testing.assert_allclose(state["state"].numpy(), s1, atol=1e-5)
     np.testing.assert_allclose(step_logits.numpy(), logits, atol=1e-4)
 
 
 def test_bad_choices_are_config_errors():
-    conv = registry.get("conv_encoder")
+    conv = catalog.get("conv_encoder")
     with pytest.raises(ConfigError, match="--conv_encoder='resnet'"):
         conv(50, 60, conv_encoder="resnet")
     with pytest.raises(ConfigError, match="--ngram_widths='2,x'"):
@@ -384,9 +385,9 @@ def test_bad_choices_are_config_errors():
     with pytest.raises(ConfigError, match="halve the sentence matrix"):
         conv(50, 60, conv_encoder="ngram", conv_layers=6)
     with pytest.raises(ConfigError, match="--dropout"):
-        registry.get("gru_encdec")(50, 60, dropout=1.0)
+        catalog.get("gru_encdec")(50, 60, dropout=1.0)
     with pytest.raises(ConfigError, match="no hyper-parameter source_window"):
-        registry.get("gru_encdec")(50, 60, source_window=32)
+        catalog.get("gru_encdec")(50, 60, source_window=32)
 
 
 def test_training_drops_sources_longer_than_the_window():

@@ -5,7 +5,7 @@ import tensorflow as tf
 from conftest import multi30k_lines
 from contract import assert_incremental_equals_teacher_forcing, overfit_export_and_compare
 from tfnmt.layers.weight_norm import WeightNormConv1D, WeightNormDense
-from tfnmt.models import registry
+from tfnmt.models import catalog
 
 SMALL = dict(encoder_layers=2, decoder_layers=3, embed_dim=16, hidden_dim=24)
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
@@ -13,7 +13,7 @@ TARGET_IN = tf.constant([[2, 10, 11, 12, 13], [2, 13, 14, 0, 0]])
 
 
 def make(**overrides):
-    model = registry.get("convs2s")(50, 60, **dict(SMALL, **overrides))
+    model = catalog.get("convs2s")(50, 60, **dict(SMALL, **overrides))
     model.build_with_dummy_batch()
     return model
 

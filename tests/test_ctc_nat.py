@@ -13,7 +13,7 @@ from tfnmt.errors import ConfigError
 from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.state_splitter import StateSplitter
 from tfnmt.layers.transformer_layers import TransformerDecoderLayer
-from tfnmt.models import registry
+from tfnmt.models import catalog
 from tfnmt.objectives.losses import ctc_loss, ctc_min_frames
 
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
@@ -24,7 +24,7 @@ def make(variant="encoder_decoder_pos", **overrides):
     settings = dict(TINY, ctc_variant=variant, **overrides)
     if variant == "deep_encoder":
         settings["decoder_layers"] = 0
-    model = registry.get("ctc_nat")(50, 60, **settings)
+    model = catalog.get("ctc_nat")(50, 60, **settings)
     model.build_with_dummy_batch()
     return model
 
@@ -188,7 +188,7 @@ def test_training_logs_the_dropped_pairs_and_never_sees_an_infinite_loss(corpus,
 ])
 def test_bad_settings_are_config_errors(bad, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
-        registry.get("ctc_nat")(50, 60, **bad)
+        catalog.get("ctc_nat")(50, 60, **bad)
 
 
 # --- trained on a Multi30k slice: export, TFLite, decode benchmark --------------------------------

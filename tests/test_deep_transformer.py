@@ -11,7 +11,8 @@ from tfnmt.errors import CheckpointError, ConfigError
 from tfnmt.layers.aggregation import (STRATEGIES, Aggregation, LayerAggregation, LinearCombination,
                                       hierarchical_nodes)
 from tfnmt.layers.multi_layer_attention import MultiLayerEncoderLayer
-from tfnmt.models import registry
+from tfnmt.models import catalog
+from tfnmt.models import deep_transformer
 from tfnmt.training import checkpoints
 from tfnmt.objectives.diversity import adjacent_layer_distances, layer_diversity
 
@@ -22,7 +23,7 @@ B, T, D = 2, 3, 8
 
 
 def make(name="deep_transformer", **overrides):
-    model = registry.get(name)(50, 50, **dict(SMALL, **overrides))
+    model = catalog.get(name)(50, 50, **dict(SMALL, **overrides))
     model.build_with_dummy_batch()
     return model
 
@@ -121,7 +122,7 @@ def test_dense_connection_keeps_a_deep_stack_normalised_and_adds_no_parameters()
     source = tf.constant(np.random.default_rng(0).integers(4, 200, (4, 12)), tf.int32)
     models = {}
     for aggregation in ("none", "dense"):
-        model = registry.get("deep_transformer")(200, 200, encoder_aggregation=aggregation,
+        model = catalog.get("deep_transformer")(200, 200, encoder_aggregation=aggregation,
                                                  decoder_aggregation=aggregation, **sizes)
         model.build_with_dummy_batch()
         models[aggregation] = model
@@ -204,18 +205,18 @@ def test_with_every_option_off_it_is_the_plain_transformer():
 def test_multi_layer_attention_adds_one_attention_per_lower_layer():
     # Layer l attends to the layers below it, H^{l-1}..H^{l-k}, not to the embeddings H^0.
     model = make(encoder_layers=5, multi_layer_attention=3, aggregation_ffn_dim=8)
-    assert [len(l.lower_attentions) for l in model.encoder_layers] == [0, 0, 1, 2, 2]
-    assert [len(l.lower_attentions) for l in model.decoder_layers] == [0, 0, 1, 2]
-    assert model.decoder_layers[3].attention_aggregation.inner.kernel.shape == (3 * 16, 8)
+    assert [len(l.lower_attentions) for l in model.encoder.layers] == [0, 0, 1, 2, 2]
+    assert [len(l.lower_attentions) for l in model.decoder.layers] == [0, 0, 1, 2]
+    assert model.decoder.layers[3].attention_aggregation.inner.kernel.shape == (3 * 16, 8)
     state = model.initial_state(model.encode(SOURCE))
     assert sorted(k for k in state["layer_3"] if k.startswith("lower")) == [
         "lower_1_key", "lower_1_value", "lower_2_key", "lower_2_value"]
     assert [k for k in state["layer_1"] if k.startswith("lower")] == []
     # Layer 4 (index 3) reads H^3 as its input and attends to H^2 and H^1 too, nearest first.
-    assert model._lower(["H0", "H1", "H2", "H3"], 3) == ["H2", "H1"]
-    assert model._lower(["H0", "H1"], 1) == []
+    assert deep_transformer.lower(model.hparams, ["H0", "H1", "H2", "H3"], 3) == ["H2", "H1"]
+    assert deep_transformer.lower(model.hparams, ["H0", "H1"], 1) == []
     # The lower layers' inputs matter.
-    layer = model.encoder_layers[3]
+    layer = model.encoder.layers[3]
     x, *lower = tf.unstack(tf.random.stateless_normal([3, B, T, 16], seed=[4, 5]))
     allowed = tf.ones([1, 1, 1, T], tf.bool)
     randomise(layer.attention_aggregation)
@@ -249,7 +250,7 @@ def test_pre_norm_deep_model_decodes_incrementally_and_ignores_source_padding():
     model = make(pre_norm=True, encoder_aggregation="hierarchical", decoder_aggregation="hierarchical",
                  multi_layer_attention=2)
     assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN, atol=1e-4)
-    assert model.encoder_layers[2].lower_norms  # the lower input is normalised like the own input
+    assert model.encoder.layers[2].lower_norms  # the lower input is normalised like the own input
     a = model({"source": SOURCE, "target_in": TARGET_IN}).numpy()
     longer = model({"source": tf.pad(SOURCE, [[0, 0], [0, 3]]), "target_in": TARGET_IN}).numpy()
     np.testing.assert_allclose(a, longer, atol=1e-5)
@@ -291,8 +292,8 @@ def test_model_adds_minus_lambda_times_the_diversity_of_both_stacks_in_training(
     model(inputs, training=False)
     assert model.losses == []  # a training objective only
     model(inputs, training=True)
-    memory, encoder_states = model._encode(SOURCE, False)
-    _, decoder_states = model._decode(memory, TARGET_IN, False)
+    memory, encoder_states = model.encoder.encode_with_states(SOURCE, False)
+    _, decoder_states = model.decoder.decode_with_states(memory, TARGET_IN, False)
     expected = layer_diversity([(encoder_states, SOURCE != 0), (decoder_states, TARGET_IN != 0)])
     assert len(model.losses) == 1
     np.testing.assert_allclose(model.losses[0].numpy(), -0.5 * expected.numpy(), rtol=1e-5)
@@ -318,7 +319,7 @@ def test_model_adds_minus_lambda_times_the_diversity_of_both_stacks_in_training(
 ])
 def test_bad_settings_are_config_errors(bad, message):
     with pytest.raises(ConfigError, match=message):
-        registry.get("deep_transformer")(50, 50, **dict(SMALL, **bad))
+        catalog.get("deep_transformer")(50, 50, **dict(SMALL, **bad))
 
 
 # --- warm start ----------------------------------------------------------------------------------
@@ -343,7 +344,7 @@ def test_warm_start_loads_the_baselines_weights_and_initialises_the_new_ones(tmp
     assert partial["loaded"] == ["encoder_layer_0/ffn/inner/bias"]
     assert partial["mismatched"] == ["encoder_layer_0/ffn/inner/kernel (3, 3) -> (16, 32)"]
     assert partial["unused"] == ["encoder_layer_9/ffn/inner/bias"]
-    np.testing.assert_array_equal(deep.encoder_layers[0].ffn.inner.bias.numpy(), 1.0)
+    np.testing.assert_array_equal(deep.encoder.layers[0].ffn.inner.bias.numpy(), 1.0)
     unrelated = tf.train.Checkpoint(step=tf.Variable(1)).write(str(tmp_path / "unrelated"))
     with pytest.raises(CheckpointError, match="no weight of .* matches this model"):
         checkpoints.warm_start(deep, unrelated)

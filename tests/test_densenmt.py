@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from contract import assert_incremental_equals_teacher_forcing
 from tfnmt.errors import ConfigError
-from tfnmt.models import registry
-from tfnmt.models.densenmt import summary_after
+from tfnmt.layers.conv_blocks import summary_after
+from tfnmt.models import catalog
 
 TINY = dict(encoder_layers=3, decoder_layers=4, embed_dim=16, hidden_dim=12, growth_rate=8,
             attention_dim=10, dropout=0.0)
@@ -16,7 +16,7 @@ TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
 
 
 def make(**overrides):
-    model = registry.get("densenmt")(50, 60, **dict(TINY, **overrides))
+    model = catalog.get("densenmt")(50, 60, **dict(TINY, **overrides))
     model.build_with_dummy_batch()
     return model
 
@@ -27,7 +27,7 @@ GRID = list(itertools.product(["dense", "residual"], ["dense", "residual"],
 
 @pytest.mark.parametrize("encoder,decoder,attention", GRID)
 def test_every_combination_decodes_incrementally_like_teacher_forcing(encoder, decoder, attention):
-    model = make(encoder=encoder, decoder=decoder, attention=attention, sumlen=3, embedding_dim=6)
+    model = make(encoder=encoder, decoder=decoder, attention=attention, sumlen=3, table_dim=6)
     assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN, atol=1e-5)
     # Checkpoints key variables by path: every variable needs its own.
     paths = [v.path for v in model.weights]
@@ -64,11 +64,11 @@ def test_dense_layers_grow_by_the_growth_rate_and_summaries_reset_the_width():
     assert summary_after(5, 3) == {2, 4}
     assert summary_after(4, 5) == set() and summary_after(8, 5) == {4} and summary_after(8, 0) == set()
     # Encoder (eq. 6): layer inputs e, e+g, then after the summary e, e+g, then e.
-    enc_in = [layer.conv.v.shape[1] for layer in model.encoder_convs]
+    enc_in = [layer.conv.v.shape[1] for layer in model.encoder.convs]
     assert enc_in == [e, e + g, e, e + g, e]
-    assert [model.encoder_summary[i].conv.v.shape[1] for i in (2, 4)] == [e + 2 * g, e + 2 * g]
+    assert [model.encoder.summaries[i].conv.v.shape[1] for i in (2, 4)] == [e + 2 * g, e + 2 * g]
     # Decoder (eq. 7): every layer adds z^l and a^l, each of width g.
-    dec_in = [layer.conv.v.shape[1] for layer in model.decoder_convs]
+    dec_in = [layer.conv.v.shape[1] for layer in model.decoder.convs]
     assert dec_in == [e, e + 2 * g, e, e + 2 * g, e]
     state = model.initial_state(model.encode(SOURCE))
     assert {key: v.shape[1:] for key, v in state.items()} == {
@@ -128,15 +128,16 @@ def test_dense_layers_read_eq_6_and_7_concatenations_and_summaries_are_glu_plus_
     rng = np.random.default_rng(3)
     for w in model.weights:  # biases and gains too, so that every term shows in the outputs
         w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
-    seen = record_calls(model.encoder_convs + list(model.encoder_summary.values())
-                        + model.decoder_convs + list(model.decoder_summary.values())
-                        + model.decoder_attention_out + [model.decoder_out])
+    seen = record_calls(model.encoder.convs + list(model.encoder.summaries.values())
+                        + model.decoder.convs + list(model.decoder.summaries.values())
+                        + model.decoder.attention_out + [model.decoder.output_features])
     model({"source": SOURCE, "target_in": TARGET_IN})
     source, target = SOURCE.numpy(), TARGET_IN.numpy()
     keep = (source != 0)[:, :, None]
 
-    def embedded(table, positions, ids):
-        return table.embeddings.numpy()[ids] + positions.embeddings.numpy()[np.arange(ids.shape[1])]
+    def embedded(embedder, ids):
+        return (embedder.embedding.embeddings.numpy()[ids]
+                + embedder.position_embedding.embeddings.numpy()[np.arange(ids.shape[1])])
 
     def check(name, expected_input, function, layer, causal):
         (x, out), = seen[name]
@@ -149,50 +150,50 @@ def test_dense_layers_read_eq_6_and_7_concatenations_and_summaries_are_glu_plus_
     # order only permutes the convolution's input rows: same functions, init and weight norm);
     # padding zeroed before every convolution. A summary s replaces everything before it: later
     # layers read [s; h^..].
-    features = [embedded(model.source_embedding, model.source_position_embedding, source)]
-    for i, layer in enumerate(model.encoder_convs, start=1):
+    features = [embedded(model.encoder.embedder, source)]
+    for i, layer in enumerate(model.encoder.convs, start=1):
         features.append(check(layer.name, np.concatenate(features, -1) * keep, glu_conv, layer,
                               causal=False))
-        if i in model.encoder_summary:
+        if i in model.encoder.summaries:
             features = [check(f"encoder_summary_{i}", np.concatenate(features, -1) * keep, summary,
-                              model.encoder_summary[i], causal=False)]
+                              model.encoder.summaries[i], causal=False)]
     # Eq. 7: z^{l+1} = H([z^0; z^1; a^1; ...; z^l; a^l]) with a^l the attention of layer l
     # (projected to the growth width); causal convolutions.
-    features = [embedded(model.target_embedding, model.target_position_embedding, target)]
-    for i, layer in enumerate(model.decoder_convs):
+    features = [embedded(model.decoder.embedder, target)]
+    for i, layer in enumerate(model.decoder.convs):
         features.append(check(layer.name, np.concatenate(features, -1), glu_conv, layer,
                               causal=True))
         if attention != "none":
             (_, a), = seen[f"decoder_attention_out_{i}"]
             features.append(a)
-        if i + 1 in model.decoder_summary:
+        if i + 1 in model.decoder.summaries:
             features = [check(f"decoder_summary_{i + 1}", np.concatenate(features, -1), summary,
-                              model.decoder_summary[i + 1], causal=True)]
+                              model.decoder.summaries[i + 1], causal=True)]
     # The output reads the layers since the last summary.
     (x, _), = seen["decoder_out"]
     assert_close(x, np.concatenate(features, -1))
 
 
 def test_small_embeddings_are_projected_to_the_model_width():
-    model = make(embedding_dim=4)
-    assert model.source_embedding.embeddings.shape == (50, 4)
-    assert model.target_embedding.embeddings.shape == (60, 4)
-    assert model.source_embedding_projection.kernel.shape == (4, 16)
-    assert model.output_projection.v.shape == (4, 60)  # the softmax matrix is 4 wide too
-    assert make().source_embedding_projection is None
+    model = make(table_dim=4)
+    assert model.encoder.embedder.embedding.embeddings.shape == (50, 4)
+    assert model.decoder.embedder.embedding.embeddings.shape == (60, 4)
+    assert model.encoder.embedder.projection.kernel.shape == (4, 16)
+    assert model.decoder.output_projection.v.shape == (4, 60)  # the softmax matrix is 4 wide too
+    assert make().encoder.embedder.projection is None
 
 
 @pytest.mark.parametrize("bad", [dict(attention="dense3"), dict(encoder="sparse"),
                                  dict(decoder_layers=0)])
 def test_bad_switches_are_config_errors(bad):
     with pytest.raises(ConfigError):
-        registry.get("densenmt")(50, 60, **dict(TINY, **bad))
+        catalog.get("densenmt")(50, 60, **dict(TINY, **bad))
 
 
 def test_convs2s_pins_the_residual_switches():
     with pytest.raises(ConfigError, match="no hyper-parameter attention"):
-        registry.get("convs2s")(50, 60, attention="dense2")
-    model = registry.get("convs2s")(50, 60, embed_dim=16, hidden_dim=12, embedding_dim=8)
+        catalog.get("convs2s")(50, 60, attention="dense2")
+    model = catalog.get("convs2s")(50, 60, embed_dim=16, hidden_dim=12, table_dim=8)
     model.build_with_dummy_batch()
     assert model.settings["encoder"] == "residual" and model.settings["attention"] == "multistep"
-    assert model.source_embedding.embeddings.shape == (50, 8)
+    assert model.encoder.embedder.embedding.embeddings.shape == (50, 8)

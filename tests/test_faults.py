@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from conftest import events, run_cli, run_cli_subprocess, synthetic_pairs, tiny_train_flags
 from tfnmt.decoding.backend import Backend
+from tfnmt.models import catalog
 from tfnmt.serving.client import ServerError
 from tfnmt.training import checkpoints
 
@@ -249,13 +250,12 @@ def test_full_disk_during_a_checkpoint_save_stops_training_and_loses_nothing(
 
 
 def test_full_disk_while_keeping_a_best_checkpoint_keeps_the_previous_best(tmp_path, monkeypatch):
-    from tfnmt import model_dir as model_dir_lib
     from tfnmt.errors import OutputError
     model_dir = str(tmp_path / "m")
     config = {"model": "transformer", "hparams": dict(encoder_layers=1, decoder_layers=1, d_model=8,
                                                       ffn_dim=8, num_heads=2),
               "source_vocab_size": 20, "target_vocab_size": 20}
-    model = model_dir_lib.build_model(config)
+    model = catalog.build(config)
     manager = checkpoints.Checkpoints(model_dir, checkpoints.trackables(model))
     assert manager.offer_best(1, {"loss": 3.0})
 

@@ -48,39 +48,56 @@ def test_beam_size_zero_with_an_export_is_refused(capsys):
 
 def test_a_model_holds_a_shared_flag_to_its_own_range(corpus, tmp_path, capsys):
     # ctc_nat's deep_encoder variant has no decoder, so the flag takes 0; a Transformer does not.
-    from tfnmt.models import registry
+    from tfnmt.models import catalog
     from tfnmt.errors import ConfigError
-    registry.get("ctc_nat")(20, 20, ctc_variant="deep_encoder", decoder_layers=0, d_model=8,
+    catalog.get("ctc_nat")(20, 20, ctc_variant="deep_encoder", decoder_layers=0, d_model=8,
                             ffn_dim=8, num_heads=2, encoder_layers=1)
     with pytest.raises(ConfigError, match="--decoder_layers=0: model 'transformer' needs an integer >= 1"):
-        registry.get("transformer")(20, 20, decoder_layers=0)
+        catalog.get("transformer")(20, 20, decoder_layers=0)
     assert run_cli("train", f"--model_dir={tmp_path / 'm'}", f"--data=text:{corpus}",
                    "--model=transformer", "--decoder_layers=0") == 2
     assert _error(capsys).endswith("--decoder_layers=0: model 'transformer' needs an integer >= 1")
 
 
 def _numeric_hparams():
-    from tfnmt.models import registry
-    return [(model, name) for model in registry.names()
-            for name, spec in registry.get(model).HPARAMS.items() if len(spec) > 2]
+    from tfnmt.models import catalog
+    return [(model, name) for model in catalog.names()
+            for name, spec in catalog.get(model).HPARAMS.items() if spec.range is not None]
 
 
 @pytest.mark.parametrize("model, name", _numeric_hparams())
 def test_every_model_refuses_a_hyper_parameter_below_its_range(model, name):
     from tfnmt.errors import ConfigError
-    from tfnmt.models import registry
-    cls = registry.get(model)
-    bounds = registry.hparam_range(cls, name)
-    below = bounds.low - (1 if isinstance(cls.HPARAMS[name][0], int) else 0.5)
+    from tfnmt.models import catalog
+    cls = catalog.get(model)
+    spec = cls.HPARAMS[name]
+    below = spec.range.low - (1 if spec.kind is int else 0.5)
     with pytest.raises(ConfigError, match=f"--{name}="):
-        cls(20, 20, **{name: type(cls.HPARAMS[name][0])(below)})
+        cls(20, 20, **{name: spec.kind(below)})
 
 
-def test_every_numeric_hyper_parameter_has_a_range():
-    from tfnmt.models import registry
-    missing = [(m, n) for m in registry.names() for n, spec in registry.get(m).HPARAMS.items()
-               if type(spec[0]) in (int, float) and len(spec) < 3]
-    assert missing == []
+def test_a_numeric_hyper_parameter_cannot_be_declared_without_a_range():
+    from tfnmt.layers.hparams import HParam
+    with pytest.raises(TypeError, match="declares no bounds"):
+        HParam(3, "layers")
+    with pytest.raises(TypeError, match="not one of"):
+        HParam("gru", "cell", choices=("lau",))
+
+
+def _choice_hparams():
+    # (A hybrid declares the hyper-parameters of the parts its defaults choose.)
+    from tfnmt.models import catalog
+    return [(model, name) for model in catalog.names()
+            for name, spec in catalog.get(model).declared({}).items() if spec.choices]
+
+
+@pytest.mark.parametrize("model, name", _choice_hparams())
+def test_every_model_refuses_a_value_outside_a_hyper_parameters_choices(model, name):
+    from tfnmt.errors import ConfigError
+    from tfnmt.models import catalog
+    choices = ", ".join(catalog.get(model).declared({})[name].choices)
+    with pytest.raises(ConfigError, match=f"^--{name}='bogus': choose one of {choices}$"):
+        catalog.get(model)(20, 20, **{name: "bogus"})
 
 
 @pytest.mark.parametrize("args, message", [

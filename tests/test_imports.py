@@ -13,6 +13,7 @@ LAYERS = [
     {"options"},
     {"data", "evaluation"},
     {"layers", "objectives", "decoding"},
+    {"encoders", "decoders"},
     {"models"},
     {"model_dir"},
     {"training", "export"},
@@ -56,3 +57,13 @@ def test_imports_only_go_down_the_layers():
     upward = sorted({f"{path}: {source} -> {target}" for source, target, path in imports()
                      if source != target and RANK[target] >= RANK[source]})
     assert not upward, "\n".join(upward)
+
+
+def test_the_model_registry_is_a_leaf():
+    # The catalog imports every family, and every family the registry: no way back up.
+    path = os.path.join(REPO, "tfnmt", "models", "registry.py")
+    imported = {target for node in ast.walk(ast.parse(open(path, encoding="utf-8").read()))
+                for target in ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                               else [a.name for a in node.names] if isinstance(node, ast.Import)
+                               else [])}
+    assert not {t for t in imported if t.startswith("tfnmt.models")}, imported

@@ -18,7 +18,7 @@ from tfnmt.export.saved_model import SavedModelTranslator
 
 # The paper's smallest embedding width (64) on a 2+2-layer model.
 DENSE_SMALL = ["--model=densenmt", "--encoder_layers=2", "--decoder_layers=2", "--embed_dim=128",
-               "--embedding_dim=64", "--growth_rate=64", "--attention_dim=64"]
+               "--table_dim=64", "--growth_rate=64", "--attention_dim=64"]
 
 
 @pytest.fixture(scope="module")

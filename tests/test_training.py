@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from conftest import events, run_cli, tiny_train_flags
 from tfnmt import model_dir as model_dir_lib
+from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 from tfnmt.training.callbacks import ShrinkOnValidationRise
 from tfnmt.training.optimizers import InverseSqrtSchedule, make_optimizer
@@ -168,13 +169,13 @@ def test_deterministic_runs_are_bit_identical(corpus, tmp_path):
 
 def _checkpoints_with_distinct_weights(model_dir, best_metric, offers):
     """A tiny model whose weights all equal the step at each offer_best(step, results)."""
-    from tfnmt.models import registry
+    from tfnmt.models import catalog
     from tfnmt.training.checkpoints import Checkpoints, trackables
     config = {"model": "transformer", "hparams": dict(encoder_layers=1, decoder_layers=1, d_model=8,
                                                       ffn_dim=8, num_heads=2),
               "source_vocab_size": 20, "target_vocab_size": 20}
     model_dir_lib.write_config(model_dir, config)
-    model = model_dir_lib.build_model(config)
+    model = catalog.build(config)
     manager = Checkpoints(model_dir, trackables(model), keep_best=2, best_metric=best_metric)
     kept = []
     for step, results in offers:

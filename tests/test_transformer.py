@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from contract import assert_incremental_equals_teacher_forcing
 from tfnmt.errors import ConfigError
-from tfnmt.models import registry
+from tfnmt.models import catalog
 
 SMALL = dict(encoder_layers=2, decoder_layers=2, d_model=32, ffn_dim=64, num_heads=4)
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
@@ -12,7 +12,7 @@ TARGET_IN = tf.constant([[2, 10, 11, 12], [2, 13, 14, 0]])
 
 
 def make(**overrides):
-    model = registry.get("transformer")(50, 50, **dict(SMALL, **overrides))
+    model = catalog.get("transformer")(50, 50, **dict(SMALL, **overrides))
     model.build_with_dummy_batch()
     return model
 
@@ -46,7 +46,7 @@ def test_shared_embeddings_share_one_matrix_and_need_a_joint_vocab():
     separate = make(share_embeddings=False)
     assert len(separate.trainable_weights) - len(shared.trainable_weights) == 1
     with pytest.raises(ConfigError, match="joint vocabulary"):
-        registry.get("transformer")(50, 60, share_embeddings=True)
+        catalog.get("transformer")(50, 60, share_embeddings=True)
 
 
 def test_config_round_trip_rebuilds_the_same_architecture():
@@ -59,12 +59,12 @@ def test_config_round_trip_rebuilds_the_same_architecture():
 
 def test_bad_settings_are_config_errors():
     with pytest.raises(ConfigError, match="not divisible"):
-        registry.get("transformer")(50, 50, d_model=30, num_heads=4)
+        catalog.get("transformer")(50, 50, d_model=30, num_heads=4)
     with pytest.raises(ConfigError, match="unknown model 'transfomer'; known models: .*transformer"):
-        registry.get("transfomer")
+        catalog.get("transfomer")
 
 
 def test_unknown_hyper_parameter_is_refused_and_defaults_are_recorded():
     with pytest.raises(ConfigError, match="no hyper-parameter d_modle"):
-        registry.get("transformer")(50, 50, d_modle=64)
+        catalog.get("transformer")(50, 50, d_modle=64)
     assert make().get_config()["tie_output"] is True  # a default, recorded in the config

@@ -13,7 +13,7 @@ import os
 
 from tfnmt.data.vocab import load_vocabs
 from tfnmt.errors import ConfigError
-from tfnmt.models import registry
+from tfnmt.models import catalog
 
 CONFIG_FILE = "config.json"
 
@@ -29,9 +29,10 @@ def read_config(model_dir):
                           "run `tfnmt train` first")
     try:
         with open(path) as f:
-            return json.load(f)
+            config = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {e}") from None
+    return catalog.upgrade(config)
 
 
 def write_config(model_dir, config):
@@ -63,16 +64,8 @@ def check_compatible(saved, requested):
                               f"{requested[key]}); use a new --model_dir")
 
 
-def build_model(config):
-    cls = registry.get(config["model"])
-    model = cls(config["source_vocab_size"], config["target_vocab_size"],
-                label_smoothing=config.get("label_smoothing", 0.1), **config["hparams"])
-    model.build_with_dummy_batch()
-    return model
-
-
 def load(model_dir):
     """(config, model with fresh weights, source vocab, target vocab)."""
     config = read_config(model_dir)
     source_vocab, target_vocab = load_vocabs(model_dir)
-    return config, build_model(config), source_vocab, target_vocab
+    return config, catalog.build(config), source_vocab, target_vocab

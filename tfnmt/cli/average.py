@@ -17,6 +17,7 @@ from tfnmt.cli.options import AverageOptions
 from tfnmt.data import vocab
 from tfnmt.errors import CheckpointError, ConfigError
 from tfnmt.export import versions
+from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 
 
@@ -33,7 +34,7 @@ def average_checkpoints(model_dir, output_dir, num, which=AverageOptions.average
     if len(paths) < num:
         logging.warning("only %d %s checkpoints in %s; averaging those", len(paths), which, model_dir)
     config = model_dir_lib.read_config(model_dir)
-    model = model_dir_lib.build_model(config)
+    model = catalog.build(config)
     sums = [np.zeros(v.shape, np.float64) for v in model.weights]
     for path in paths:
         checkpoints.restore_model(model, path)

@@ -16,7 +16,7 @@ from tfnmt.decoding.options import DecodingOptions
 from tfnmt.evaluation.options import ScoringOptions
 from tfnmt.export.options import ExportOptions
 from tfnmt.experiments.options import ExperimentOptions
-from tfnmt.models import registry
+from tfnmt.models import catalog
 from tfnmt.ranges import NumberParser
 from tfnmt.serving.options import BatchingOptions, ClientOptions, ServeOptions
 from tfnmt.training.options import TrainOptions
@@ -149,5 +149,5 @@ _group("bench", "benchmark")
 options(BenchOptions)
 
 # --- model hyper-parameters: one flag per name declared by any registered model ----------------
-HPARAM_NAMES = registry.define_hparam_flags()
+HPARAM_NAMES = catalog.define_hparam_flags()
 GROUPS["model"] += HPARAM_NAMES

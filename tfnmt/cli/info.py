@@ -4,7 +4,7 @@ import os
 
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli.flags import FLAGS
-from tfnmt.models import registry
+from tfnmt.models import catalog
 
 COMPONENTS = ("embeddings", "encoder", "decoder", "output")
 
@@ -36,17 +36,17 @@ def run():
         config = model_dir_lib.read_config(FLAGS.model_dir)
         note = f"trained model in {FLAGS.model_dir}"
     elif FLAGS.model:
-        cls = registry.get(FLAGS.model)
-        config = {"model": FLAGS.model, "hparams": registry.hparams_from_flags(cls),
+        cls = catalog.get(FLAGS.model)
+        config = {"model": FLAGS.model, "hparams": catalog.hparams_from_flags(cls),
                   "source_vocab_size": FLAGS.vocab_size, "target_vocab_size": FLAGS.vocab_size}
         note = f"not trained yet: vocabularies assumed {FLAGS.vocab_size:,} per side (--vocab_size)"
     elif FLAGS.model_dir:
         model_dir_lib.read_config(FLAGS.model_dir)  # raises the usual "no trained model" error
         return
     else:
-        print("models: " + ", ".join(registry.names()))
+        print("models: " + ", ".join(catalog.names()))
         return
-    model = model_dir_lib.build_model(config)
+    model = catalog.build(config)
     counts = parameter_counts(model)
     print(f"{config['model']}  ({', '.join(f'{k}={v}' for k, v in sorted(config['hparams'].items()))})")
     print(f"  [{note}; source {config['source_vocab_size']:,} / target "

@@ -13,7 +13,7 @@ from tfnmt.cli import common, evaluate, vocab
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import vocab as vocab_lib
 from tfnmt.errors import ConfigError, DataError
-from tfnmt.models import registry
+from tfnmt.models import catalog
 from tfnmt.training import checkpoints, distribution
 from tfnmt.training.trainer import train
 
@@ -30,8 +30,8 @@ def config_from_flags(build_vocab=True):
     model_name = FLAGS.model or (saved or {}).get("model")
     if not model_name:
         common.require("model")
-    cls = registry.get(model_name)
-    hparams = registry.hparams_from_flags(cls)
+    cls = catalog.get(model_name)
+    hparams = catalog.hparams_from_flags(cls)
     if saved and not FLAGS.model:
         hparams = dict(saved["hparams"], **{k: v for k, v in hparams.items() if FLAGS[k].present})
     spec = common.data_spec(saved)

@@ -186,8 +186,8 @@ def unread_flag(verb, args, flag_values):
 def _default_text(flag):
     from tfnmt.cli import flags as flag_defs
     if flag.name in flag_defs.HPARAM_NAMES:
-        from tfnmt.models import registry
-        return ", ".join(f"{model} {_value(v)}" for model, v in registry.declaring(flag.name).items())
+        from tfnmt.models import catalog
+        return ", ".join(f"{model} {_value(v)}" for model, v in catalog.declaring(flag.name).items())
     return f"default {_value(flag.default)}"
 
 

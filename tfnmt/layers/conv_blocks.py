@@ -6,6 +6,8 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.dense_attention import attend
+from tfnmt.layers.hparams import HParam
+from tfnmt.layers.part import Part
 from tfnmt.layers.weight_norm import WeightNormConv1D, WeightNormDense
 
 HALF = math.sqrt(0.5)
@@ -76,3 +78,58 @@ class MultiStepAttention(keras.layers.Layer):
 
     def get_config(self):
         return dict(super().get_config(), embed_dim=self.embed_dim)
+
+
+# What the DenseNMT and ConvS2S encoders and decoders both read.
+HPARAMS = {
+    "embed_dim": HParam(256, "model embedding width (h^0, z^0; the multi-step attention width)",
+                        bounds=">= 1"),
+    "table_dim": HParam(0, "width of the source/target/softmax embedding tables, projected to "
+                           "embed_dim (0 = embed_dim)", bounds=">= 0"),
+    "hidden_dim": HParam(256, "width of residual layers", bounds=">= 1"),
+    "growth_rate": HParam(128, "output width of each dense layer", bounds=">= 1"),
+    "sumlen": HParam(0, "a summary layer after every sumlen-1 layers (0 = none)", bounds=">= 0"),
+    "kernel_size": HParam(3, "convolution kernel width", bounds=">= 1"),
+    "dropout": HParam(0.2, "dropout on embeddings and layer inputs", bounds="[0, 1)"),
+    "max_positions": HParam(1024, "learned positions; later positions reuse the last one",
+                            bounds=">= 1"),
+}
+STACKS = ("dense", "residual")
+
+
+def summary_after(layers, sumlen):
+    """1-based indices of the layers of a dense stack followed by a summary layer (every
+    sumlen-1 layers, never after the last one)."""
+    if sumlen < 2:
+        return set()
+    return {i for i in range(sumlen - 1, layers, sumlen - 1)}
+
+
+class LearnedEmbedder(Part):
+    """Token embeddings (a `table_dim`-wide table projected to `embed_dim` when narrower) plus
+    learned positions (positions past `max_positions` reuse the last one), then dropout.
+    `side` names its layers: {side}_embedding, {side}_embedding_projection,
+    {side}_position_embedding."""
+
+    def __init__(self, hparams, side, vocab_size, **kwargs):
+        super().__init__(hparams, **kwargs)
+        h = self.hparams
+        embed_dim = h["embed_dim"]
+        self.table_dim = h["table_dim"] or embed_dim
+        self.max_positions = h["max_positions"]
+        init = keras.initializers.RandomNormal(stddev=0.1)
+        self.embedding = keras.layers.Embedding(vocab_size, self.table_dim, name=f"{side}_embedding",
+                                                embeddings_initializer=init)
+        self.position_embedding = keras.layers.Embedding(
+            self.max_positions, embed_dim, name=f"{side}_position_embedding",
+            embeddings_initializer=init)
+        self.projection = (None if self.table_dim == embed_dim else keras.layers.Dense(
+            embed_dim, use_bias=False, name=f"{side}_embedding_projection"))
+        self.dropout = keras.layers.Dropout(h["dropout"])
+
+    def embed(self, ids, offset=0, training=False):
+        x = self.embedding(ids)
+        if self.projection is not None:
+            x = self.projection(x)
+        index = tf.minimum(tf.range(tf.shape(ids)[1]) + offset, self.max_positions - 1)
+        return self.dropout(x + self.position_embedding(index)[None], training=training)

@@ -13,6 +13,8 @@ exactly W_x x.
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.hparams import HParam
+
 
 @keras.saving.register_keras_serializable(package="tfnmt")
 class LAUCell(keras.layers.Layer):
@@ -53,3 +55,54 @@ class LAUCell(keras.layers.Layer):
         return dict(super().get_config(), units=self.units,
                     kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
                     recurrent_initializer=keras.initializers.serialize(self.recurrent_initializer))
+
+
+CELLS = ("lau", "gru")
+CONNECTIONS = ("none", "residual", "fast_forward")
+# What the DeepLAU/DeepGRU encoder and decoder both read.
+HPARAMS = {
+    "cell": HParam("lau", "recurrent cell", choices=CELLS),
+    "stack_connection": HParam("none", "between stacked layers", choices=CONNECTIONS),
+    "embed_dim": HParam(512, "word embedding width", bounds=">= 1"),
+    "hidden_dim": HParam(512, "recurrent state width", bounds=">= 1"),
+    "dropout": HParam(0.2, "dropout on the word embeddings", bounds="[0, 1)"),
+    "init_stddev": HParam(0.0, "draw every weight matrix from N(0, init_stddev^2), as the paper "
+                               "does with 0.04 (0 = Keras's Glorot / orthogonal defaults)",
+                          bounds=">= 0"),
+}
+
+
+def initializers(stddev):
+    """Keyword arguments for (dense kernels, embeddings, recurrent cells): the paper's
+    N(0, stddev^2) for every weight matrix, or Keras's defaults (Glorot uniform, orthogonal
+    recurrent kernels) with stddev 0. Biases start at zero either way. A fresh initializer per
+    weight: a reused unseeded Keras initializer repeats its values."""
+    if not stddev:
+        return (lambda: {}), (lambda: {}), (lambda: {})
+    normal = lambda: keras.initializers.RandomNormal(stddev=stddev)  # noqa: E731
+    return (lambda: {"kernel_initializer": normal()}, lambda: {"embeddings_initializer": normal()},
+            lambda: {"kernel_initializer": normal(), "recurrent_initializer": normal()})
+
+
+def recurrent_cell(kind, units, name, init):
+    if kind == "lau":
+        return LAUCell(units, name=name, **init())
+    # The paper's eq. 3 resets the state before the recurrent matrix, W_hh (r * h): Keras's
+    # reset_after=False. (Keras's update gate z is the paper's 1 - z: the same function.)
+    return keras.layers.GRUCell(units, reset_after=False, name=name, **init())
+
+
+def connect(connection, i, x, h, fast):
+    """The input of the layer above layer i of a stack, from layer i's input x and output h:
+    `none`, `residual` (h + x; not around the first layer, whose input has another width) or
+    `fast_forward` ([h; W_f x], Zhou et al. 2016; `fast` holds the W_f of each layer)."""
+    if connection == "fast_forward":
+        return tf.concat([h, fast[i](x)], axis=-1)
+    if connection == "residual" and i > 0:
+        return h + x
+    return h
+
+
+def stacked_width(h):
+    """The width between stacked layers (fast-forward concatenates two)."""
+    return 2 * h["hidden_dim"] if h["stack_connection"] == "fast_forward" else h["hidden_dim"]

@@ -4,6 +4,9 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.attention import MultiHeadAttention
+from tfnmt.layers.hparams import HParam
+from tfnmt.layers.part import Part
+from tfnmt.layers.position import SinusoidalPosition
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
@@ -124,3 +127,43 @@ class TransformerDecoderLayer(_Sublayers):
             y, cache["memory_key"], cache["memory_value"], memory_allowed), False)
         x = self._residual(x, self.norms[2], self.ffn, False)
         return x, dict(cache, self_key=new_self["key"], self_value=new_self["value"])
+
+
+# What every stack of Transformer layers reads.
+HPARAMS = {
+    "d_model": HParam(512, "model width (embeddings and hidden states)", bounds=">= 1"),
+    "ffn_dim": HParam(2048, "inner width of the feed-forward blocks", bounds=">= 1"),
+    "num_heads": HParam(8, "attention heads", bounds=">= 1"),
+    "dropout": HParam(0.1, "dropout on embeddings and sub-layer outputs", bounds="[0, 1)"),
+    "attention_dropout": HParam(0.0, "dropout on attention weights", bounds="[0, 1)"),
+    "ffn_dropout": HParam(0.0, "dropout inside the feed-forward blocks", bounds="[0, 1)"),
+    "pre_norm": HParam(False, "layer norm before each sub-layer (pre-norm) instead of after"),
+}
+
+
+def token_embedding(vocab_size, d_model, name):
+    return keras.layers.Embedding(vocab_size, d_model, name=name,
+                                  embeddings_initializer=keras.initializers.RandomNormal(
+                                      stddev=d_model ** -0.5))
+
+
+def layer_args(h):
+    """The keyword arguments of every Transformer layer of a stack."""
+    return dict(num_heads=h["num_heads"], ffn_dim=h["ffn_dim"], dropout=h["dropout"],
+                attention_dropout=h["attention_dropout"], ffn_dropout=h["ffn_dropout"],
+                pre_norm=h["pre_norm"])
+
+
+class Embedder(Part):
+    """Token embeddings scaled by sqrt(d_model), plus sinusoidal positions, then dropout."""
+
+    def __init__(self, hparams, embedding, **kwargs):
+        super().__init__(hparams, **kwargs)
+        self.d_model = hparams["d_model"]
+        self.embedding = embedding
+        self.position = SinusoidalPosition(name="position")
+        self.dropout = keras.layers.Dropout(hparams["dropout"])
+
+    def embed(self, ids, offset=0, training=False):
+        x = self.embedding(ids) * tf.cast(self.d_model ** 0.5, self.embedding.compute_dtype)
+        return self.dropout(self.position(x, offset=offset), training=training)

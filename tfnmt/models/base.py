@@ -34,7 +34,6 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.errors import ConfigError
-from tfnmt.models import registry
 from tfnmt.objectives import replicas
 from tfnmt.objectives.losses import label_smoothed_cross_entropy
 from tfnmt.objectives.replicas import TOTAL_PREFIX
@@ -42,6 +41,8 @@ from tfnmt.objectives.replicas import TOTAL_PREFIX
 
 class Seq2SeqModel(keras.Model):
     HPARAMS = {}
+    # Hyper-parameters renamed since a model directory's config.json was written: old -> new.
+    RENAMED = {}
     registry_name = None
     # Non-autoregressive models (CTC) set this False.
     autoregressive = True
@@ -195,19 +196,50 @@ class Seq2SeqModel(keras.Model):
 
     # --- helpers for subclasses -----------------------------------------------------------------
     @classmethod
+    def declared(cls, hparams):
+        """The declarations (name -> HParam) that hold for `hparams`: a model whose parts are
+        chosen by hyper-parameters (hybrid) declares those of the chosen parts."""
+        return cls.HPARAMS
+
+    @classmethod
+    def title(cls, hparams):
+        """The model as an error message names it."""
+        return repr(cls.registry_name)
+
+    @classmethod
     def with_defaults(cls, hparams):
         """The model's declared defaults overridden by `hparams`; undeclared names and values
-        outside a declared range are errors."""
-        unknown = sorted(set(hparams) - set(cls.HPARAMS))
+        their declaration refuses are errors."""
+        declared = cls.declared(hparams)
+        unknown = sorted(set(hparams) - set(declared))
         if unknown:
-            raise ConfigError(f"model {cls.registry_name!r} has no hyper-parameter "
+            raise ConfigError(f"model {cls.title(hparams)} has no hyper-parameter "
                               f"{', '.join(unknown)}")
-        registry.check_hparams(cls, hparams)
-        return dict({name: spec[0] for name, spec in cls.HPARAMS.items()}, **hparams)
+        for name, value in sorted(hparams.items()):
+            declared[name].check(name, value, cls.title(hparams))
+        return dict({name: spec.default for name, spec in declared.items()}, **hparams)
 
     @staticmethod
     def padding_mask(ids):
         return tf.not_equal(ids, PAD_ID)
+
+
+class EncoderDecoder(Seq2SeqModel):
+    """A model wired from parts: `self.encoder` (tfnmt/encoders) and `self.decoder`
+    (tfnmt/decoders), set in `__init__`. The decoder may turn what the encoder gives into the
+    memory it attends to (`decoder.memory(encoded)`: attention keys, say), once per sentence."""
+
+    def encode(self, source, training=False):
+        return self.decoder.memory(self.encoder.encode(source, training=training))
+
+    def decode(self, memory, target_in, training=False):
+        return self.decoder.decode(memory, target_in, training=training)
+
+    def initial_state(self, memory):
+        return self.decoder.initial_state(memory)
+
+    def step(self, ids, time, state, memory):
+        return self.decoder.step(ids, time, state, memory)
 
 
 # --- gradient accumulation: embedding gradients are IndexedSlices ---------------------------

@@ -7,14 +7,14 @@ z + e. Decoder: the same with causal convolutions, each layer followed by attent
 is the layer's output projected to the embedding width plus the target embedding g.
 
 It is DenseNMT with every switch on "residual" and "multistep", so the baseline and the dense
-models of the paper's tables share one implementation; `--embedding_dim` gives Table 1's
+models of the paper's tables share one implementation; `--table_dim` gives Table 1's
 small-embedding BASE rows.
 """
 
 from tfnmt.models.densenmt import DenseNMT
 from tfnmt.models.registry import register
 
-_SHARED = ("encoder_layers", "decoder_layers", "embed_dim", "embedding_dim", "hidden_dim",
+_SHARED = ("encoder_layers", "decoder_layers", "embed_dim", "table_dim", "hidden_dim",
            "kernel_size", "dropout", "max_positions")
 
 

@@ -30,36 +30,98 @@ Readings where the paper is silent:
 - a pre-norm stack (`--pre_norm`) still ends with its final layer norm, after the aggregation.
 """
 
-import tensorflow as tf
-
+from tfnmt.decoders.transformer import TransformerDecoder
+from tfnmt.encoders.transformer import TransformerEncoder
 from tfnmt.errors import ConfigError
 from tfnmt.layers.aggregation import STRATEGIES, LayerAggregation
-from tfnmt.layers.attention import causal_mask, key_mask
+from tfnmt.layers.hparams import HParam
 from tfnmt.layers.multi_layer_attention import MultiLayerDecoderLayer, MultiLayerEncoderLayer
 from tfnmt.models.registry import register
 from tfnmt.models.transformer import Transformer
 from tfnmt.objectives.diversity import layer_diversity
 
 
+def lower_layers(h, index):
+    """How many layers below its input layer `index` (0-based) also attends to: the stack's
+    layers only, not the embeddings, so layers 0 and 1 are plain."""
+    return max(min(h["multi_layer_attention"] - 1, index - 1), 0)
+
+
+def lower(h, inputs, index):
+    """The inputs of the layers below layer `index` that it attends to, nearest first."""
+    return [inputs[index - j] for j in range(1, lower_layers(h, index) + 1)]
+
+
+def _aggregation(h, side):
+    return LayerAggregation(h[f"{side}_aggregation"], h[f"{side}_layers"],
+                            h["aggregation_ffn_dim"] or h["ffn_dim"], name=f"{side}_aggregation")
+
+
+def _layer(layer_class, side, h, index, args):
+    """Layer `index` of a stack, attending to the layers below it too (multi-layer attention)."""
+    return layer_class(name=f"{side}_layer_{index}", lower_layers=lower_layers(h, index),
+                       aggregation_ffn_dim=h["aggregation_ffn_dim"] or None, **args)
+
+
+class DeepEncoder(TransformerEncoder):
+    """The Transformer encoder with multi-layer attention and layer aggregation."""
+
+    def __init__(self, hparams, vocab_size, **kwargs):
+        super().__init__(hparams, vocab_size, **kwargs)
+        self.aggregation = _aggregation(self.hparams, "encoder")
+
+    def layer(self, index, args):
+        return _layer(MultiLayerEncoderLayer, "encoder", self.hparams, index, args)
+
+    def run(self, x, allowed, training):
+        return self.aggregation.run(x, lambda i, inputs: self.layers[i](
+            inputs[i], allowed, lower=lower(self.hparams, inputs, i), training=training))
+
+
+class DeepDecoder(TransformerDecoder):
+    """The Transformer decoder with multi-layer attention and layer aggregation."""
+
+    def __init__(self, hparams, vocab_size, **kwargs):
+        super().__init__(hparams, vocab_size, **kwargs)
+        self.aggregation = _aggregation(self.hparams, "decoder")
+
+    def layer(self, index, args):
+        return _layer(MultiLayerDecoderLayer, "decoder", self.hparams, index, args)
+
+    def run(self, x, memory, self_allowed, memory_allowed, training):
+        return self.aggregation.run(x, lambda i, inputs: self.layers[i](
+            inputs[i], memory["outputs"], self_allowed, memory_allowed,
+            lower=lower(self.hparams, inputs, i), training=training))
+
+    def run_step(self, x, state, memory_allowed):
+        new_state = {}
+
+        def layer_fn(i, inputs):
+            out, new_state[f"layer_{i}"] = self.layers[i].step(
+                inputs[i], state[f"layer_{i}"], memory_allowed, lower=lower(self.hparams, inputs, i))
+            return out
+
+        return self.aggregation.run(x, layer_fn)[0], new_state
+
+
 @register("deep_transformer")
 class DeepTransformer(Transformer):
     HPARAMS = dict(Transformer.HPARAMS, **{
-        "encoder_aggregation": ("none", "encoder layer aggregation: " + " | ".join(STRATEGIES)),
-        "decoder_aggregation": ("none", "decoder layer aggregation: " + " | ".join(STRATEGIES)),
-        "aggregation_ffn_dim": (0, "inner width of the aggregation nodes' feed-forward "
-                                   "(0 = --ffn_dim)", ">= 0"),
-        "multi_layer_attention": (1, "k: self-attention attends to the k layers below "
-                                     "(1 = the plain Transformer)", ">= 1"),
-        "diversity_weight": (0.0, "λ of the layer-diversity term: the loss is NLL - λ L_div "
-                                  "(diversity is maximised)", ">= 0"),
+        "encoder_aggregation": HParam("none", "encoder layer aggregation", choices=STRATEGIES),
+        "decoder_aggregation": HParam("none", "decoder layer aggregation", choices=STRATEGIES),
+        "aggregation_ffn_dim": HParam(0, "inner width of the aggregation nodes' feed-forward "
+                                         "(0 = --ffn_dim)", bounds=">= 0"),
+        "multi_layer_attention": HParam(1, "k: self-attention attends to the k layers below "
+                                           "(1 = the plain Transformer)", bounds=">= 1"),
+        "diversity_weight": HParam(0.0, "λ of the layer-diversity term: the loss is NLL - λ L_div "
+                                        "(diversity is maximised)", bounds=">= 0"),
     })
+    ENCODER, DECODER = DeepEncoder, DeepDecoder
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         h = self.with_defaults(hparams)
         for side in ("encoder", "decoder"):
             strategy = h[f"{side}_aggregation"]
-            if strategy not in STRATEGIES:
-                raise ConfigError(f"--{side}_aggregation={strategy!r}: choose one of {', '.join(STRATEGIES)}")
             if strategy != "none" and h[f"{side}_layers"] < 2:
                 raise ConfigError(f"--{side}_aggregation={strategy} needs at least 2 "
                                   f"{side} layers, not {h[f'{side}_layers']}")
@@ -67,96 +129,14 @@ class DeepTransformer(Transformer):
             raise ConfigError("--diversity_weight needs at least 2 encoder and 2 decoder layers "
                               "(it compares adjacent layers)")
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
-        h = self.hparams
-        self.diversity_weight = h["diversity_weight"]
-        agg_dim = h["aggregation_ffn_dim"] or h["ffn_dim"]
-        self.encoder_aggregation = LayerAggregation(h["encoder_aggregation"], h["encoder_layers"],
-                                                    agg_dim, name="encoder_aggregation")
-        self.decoder_aggregation = LayerAggregation(h["decoder_aggregation"], h["decoder_layers"],
-                                                    agg_dim, name="decoder_aggregation")
+        self.diversity_weight = self.hparams["diversity_weight"]
 
-    def _lower_layers(self, index):
-        """How many layers below its input layer `index` (0-based) also attends to: the stack's
-        layers only, not the embeddings, so layers 0 and 1 are plain."""
-        # Called while Transformer.__init__ builds the stacks: read the hyper-parameter.
-        return max(min(self.hparams["multi_layer_attention"] - 1, index - 1), 0)
-
-    def _encoder_layer(self, index, layer_args):
-        return MultiLayerEncoderLayer(name=f"encoder_layer_{index}", lower_layers=self._lower_layers(index),
-                                      aggregation_ffn_dim=self.hparams["aggregation_ffn_dim"] or None,
-                                      **layer_args)
-
-    def _decoder_layer(self, index, layer_args):
-        return MultiLayerDecoderLayer(name=f"decoder_layer_{index}", lower_layers=self._lower_layers(index),
-                                      aggregation_ffn_dim=self.hparams["aggregation_ffn_dim"] or None,
-                                      **layer_args)
-
-    def _lower(self, inputs, index):
-        """The inputs of the layers below layer `index` that it attends to, nearest first."""
-        return [inputs[index - j] for j in range(1, self._lower_layers(index) + 1)]
-
-    # --- the contract -------------------------------------------------------------------------
     def call(self, inputs, training=False):
-        memory, encoder_states = self._encode(inputs["source"], training)
-        logits, decoder_states = self._decode(memory, inputs["target_in"], training)
+        memory, encoder_states = self.encoder.encode_with_states(inputs["source"], training)
+        logits, decoder_states = self.decoder.decode_with_states(memory, inputs["target_in"], training)
         if training and self.diversity_weight > 0:
             diversity = layer_diversity([(encoder_states, memory["mask"]),
                                          (decoder_states, self.padding_mask(inputs["target_in"]))])
             self.add_loss(-self.diversity_weight * diversity)
             self.report("diversity", diversity)
         return logits
-
-    def encode(self, source, training=False):
-        return self._encode(source, training)[0]
-
-    def decode(self, memory, target_in, training=False):
-        return self._decode(memory, target_in, training)[0]
-
-    def initial_state(self, memory):
-        return {f"layer_{i}": layer.initial_cache(memory["outputs"])
-                for i, layer in enumerate(self.decoder_layers)}
-
-    def step(self, ids, time, state, memory):
-        x = self._embed(self.target_embedding, ids[:, None], offset=time)
-        memory_allowed = key_mask(memory["mask"])
-        new_state = {}
-
-        def layer_fn(i, inputs):
-            out, new_state[f"layer_{i}"] = self.decoder_layers[i].step(
-                inputs[i], state[f"layer_{i}"], memory_allowed, lower=self._lower(inputs, i))
-            return out
-
-        x, _ = self.decoder_aggregation.run(x, layer_fn)
-        if self.decoder_norm is not None:
-            x = self.decoder_norm(x)
-        return self._logits(x[:, 0]), new_state
-
-    # --- stacks -------------------------------------------------------------------------------
-    def _encode(self, source, training):
-        """(memory, [H^1..H^L] of the encoder)."""
-        mask = self.padding_mask(source)
-        allowed = key_mask(mask)
-        x = self._embed(self.source_embedding, source, training=training)
-
-        def layer_fn(i, inputs):
-            return self.encoder_layers[i](inputs[i], allowed, lower=self._lower(inputs, i), training=training)
-
-        x, states = self.encoder_aggregation.run(x, layer_fn)
-        if self.encoder_norm is not None:
-            x = self.encoder_norm(x)
-        return {"outputs": x, "mask": mask}, states
-
-    def _decode(self, memory, target_in, training):
-        """(logits, [H^1..H^L] of the decoder)."""
-        x = self._embed(self.target_embedding, target_in, training=training)
-        self_allowed = causal_mask(tf.shape(target_in)[1])
-        memory_allowed = key_mask(memory["mask"])
-
-        def layer_fn(i, inputs):
-            return self.decoder_layers[i](inputs[i], memory["outputs"], self_allowed, memory_allowed,
-                                          lower=self._lower(inputs, i), training=training)
-
-        x, states = self.decoder_aggregation.run(x, layer_fn)
-        if self.decoder_norm is not None:
-            x = self.decoder_norm(x)
-        return self._logits(x), states

@@ -19,6 +19,7 @@ from tfnmt.data import pipeline, sources
 from tfnmt.data.vocab import load_vocabs
 from tfnmt.decoding.translator import Translator
 from tfnmt.evaluation import bleu
+from tfnmt.models import catalog
 from tfnmt.data.vocab import vocab_paths
 from tfnmt.errors import CheckpointError, ConfigError, DataError
 from tfnmt.training import callbacks, distribution
@@ -76,7 +77,7 @@ def compiled_model(config, options):
     keras.utils.set_random_seed(options.seed)
     if options.deterministic:
         tf.config.experimental.enable_op_determinism()
-    model = model_dir_lib.build_model(config)
+    model = catalog.build(config)
     optimizer = make_optimizer(options.optimizer, options.learning_rate,
                                warmup_steps=options.warmup_steps, beta_2=options.adam_beta2,
                                momentum=options.momentum, clip_norm=options.clip_norm)

@@ -1,0 +1,48 @@
+"""Checkpoints written before a change keep restoring: tests/data/old_checkpoints holds, per
+registered model, a model directory written by tests/make_old_checkpoints.py with an older
+version of the code. The current code must read its config.json, build the model, restore every
+weight under the same checkpoint key and compute the same logits."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from contract import TINY, logits_of
+from tfnmt import model_dir as model_dir_lib
+from tfnmt.models import catalog
+from tfnmt.training import checkpoints
+from tfnmt.training.checkpoints import trackables
+
+OLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "old_checkpoints")
+
+
+# Registered after the checkpoints were made: nothing older to restore.
+NEW_SINCE = {"hybrid"}
+
+
+def test_every_registered_model_has_an_old_checkpoint():
+    models = {model_dir_lib.read_config(os.path.join(OLD, case))["model"] for case in os.listdir(OLD)}
+    assert models == set(TINY) - NEW_SINCE
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(OLD)))
+def test_a_checkpoint_written_by_older_code_restores_every_weight_and_the_same_logits(name):
+    directory = os.path.join(OLD, name)
+    model = catalog.build(model_dir_lib.read_config(directory))
+    # assert_consumed: every variable of the model is read, and every value of the checkpoint.
+    tf.train.Checkpoint(**trackables(model)).restore(checkpoints.resolve(directory)).assert_consumed()
+    stored = np.load(os.path.join(directory, "logits.npz"))
+    logits = logits_of(model({"source": tf.constant(stored["source"]),
+                              "target_in": tf.constant(stored["target_in"])}))
+    np.testing.assert_allclose(logits.numpy(), stored["logits"], atol=1e-5)
+
+
+def test_a_config_json_with_a_renamed_hyper_parameter_reads_under_the_new_name():
+    # DenseNMT's --embedding_dim is --table_dim since; that model directory predates it.
+    directory = os.path.join(OLD, "densenmt-summaries-dense1")
+    with open(model_dir_lib.config_path(directory)) as f:
+        assert "embedding_dim" in f.read()
+    hparams = model_dir_lib.read_config(directory)["hparams"]
+    assert hparams["table_dim"] == 8 and "embedding_dim" not in hparams

@@ -1,0 +1,51 @@
+"""The decoder of Cho et al. 2014 over a fixed-length source encoding c (no attention; layers/
+conditional_gru_decoder.py): s_0 = tanh(V c), s_t = GRU(y_{t-1}, s_{t-1}, c) with c in both
+gates and, through the reset gate, in the candidate, o_t = maxout(O [s_t; y_{t-1}; c]),
+p(y_t) = softmax(G_l G_r o_t), where G_r maps o_t to `embed_dim` and G_l to the vocabulary
+(Cho et al.'s rank-`embed_dim` output matrix).
+
+    decode(memory, target_in [B, T], training) -> logits [B, T, V]
+    initial_state(memory) -> {"state": s [N, hidden_dim]}
+    step(ids [N], time, state, memory) -> (logits [N, V], state)
+
+`memory` is {"encoding": c [B, encoding_width]} (encoders/conv_sentence.py, encoders/gru.py).
+"""
+
+import keras
+
+from tfnmt.layers.conditional_gru_decoder import HPARAMS, ConditionalGRUDecoder
+from tfnmt.layers.hparams import HParam
+from tfnmt.layers.part import Part
+
+
+class ConditionalGRU(Part):
+    HPARAMS = {**HPARAMS, "maxout_dim": HParam(500, "maxout units of the decoder's deep output",
+                                               bounds=">= 1")}
+
+    def __init__(self, hparams, vocab_size, encoding_width, **kwargs):
+        super().__init__(hparams, **kwargs)
+        h = self.hparams
+        embed_dim = h["embed_dim"]
+        self.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="target_embedding")
+        self.dropout = keras.layers.Dropout(h["dropout"])
+        self.gru = self.build_now(ConditionalGRUDecoder(h["hidden_dim"], h["maxout_dim"], name="decoder"),
+                                  ((None, None, embed_dim), (None, encoding_width)))
+        self.output_bottleneck = self.build_now(
+            keras.layers.Dense(embed_dim, use_bias=False, name="output_bottleneck"),
+            (None, h["maxout_dim"]))
+        self.output_projection = self.build_now(
+            keras.layers.Dense(vocab_size, name="output_projection"), (None, embed_dim))
+
+    def _logits(self, o, training=False):
+        return self.output_projection(self.output_bottleneck(self.dropout(o, training=training)))
+
+    def decode(self, memory, target_in, training=False):
+        y = self.dropout(self.embedding(target_in), training=training)
+        return self._logits(self.gru((y, memory["encoding"]), training=training), training)
+
+    def initial_state(self, memory):
+        return {"state": self.gru.initial_state(memory["encoding"])}
+
+    def step(self, ids, time, state, memory):
+        o, s = self.gru.step(self.embedding(ids), memory["encoding"], state["state"])
+        return self._logits(o), {"state": s}

@@ -1,0 +1,88 @@
+"""The Transformer decoder (Vaswani et al. 2017), teacher-forced and incremental.
+
+    decode(memory, target_in [B, T], training) -> logits [B, T, V]
+    initial_state(memory) -> {"layer_i": the layer's self-attention keys/values (empty) and
+                              the cross-attention keys/values of the memory}
+    step(ids [N], time, state, memory) -> (logits [N, V], state)
+
+`memory` is {"outputs": [B, S, d_model], "mask": [B, S]} (encoders/transformer.py). The output
+projection reuses the target embedding matrix with `tie_output`.
+"""
+
+import keras
+import tensorflow as tf
+
+from tfnmt.layers.attention import causal_mask, key_mask
+from tfnmt.layers.part import Part
+from tfnmt.layers.hparams import DECODER_LAYERS, HParam
+from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerDecoderLayer,
+                                             layer_args, token_embedding)
+
+
+class TransformerDecoder(Part):
+    """`layer`, `run` and `run_step` are what a richer stack (deep_transformer) replaces.
+    `embedding`: the source embedding layer, to share it (--share_embeddings)."""
+    HPARAMS = {"decoder_layers": DECODER_LAYERS, **HPARAMS,
+               "tie_output": HParam(True, "the output projection reuses the target embedding matrix")}
+
+    def __init__(self, hparams, vocab_size, embedding=None, **kwargs):
+        super().__init__(hparams, **kwargs)
+        h = self.hparams
+        self.embedding = embedding or token_embedding(vocab_size, h["d_model"], "target_embedding")
+        self.embedder = Embedder(h, self.embedding, name="target_embedder")
+        self.layers = [self.layer(i, layer_args(h)) for i in range(h["decoder_layers"])]
+        self.norm = (keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")
+                     if h["pre_norm"] else None)
+        self.output_projection = (None if h["tie_output"] else
+                                  keras.layers.Dense(vocab_size, name="output_projection"))
+
+    @staticmethod
+    def run_layers(layers, x, memory, self_allowed, memory_allowed, training):
+        """x [B, T, d] through decoder layers: (top layer's output, [H^1..H^L])."""
+        states = []
+        for layer in layers:
+            x = layer(x, memory["outputs"], self_allowed, memory_allowed, training=training)
+            states.append(x)
+        return x, states
+
+    def memory(self, encoded):
+        # Only what the cross-attention reads: the beam search tiles all of it.
+        return {"outputs": encoded["outputs"], "mask": encoded["mask"]}
+
+    def layer(self, index, args):
+        return TransformerDecoderLayer(name=f"decoder_layer_{index}", **args)
+
+    def run(self, x, memory, self_allowed, memory_allowed, training):
+        return self.run_layers(self.layers, x, memory, self_allowed, memory_allowed, training)
+
+    def run_step(self, x, state, memory_allowed):
+        """One position x [N, 1, d] through the stack: (output, new state)."""
+        new_state = {}
+        for i, layer in enumerate(self.layers):
+            x, new_state[f"layer_{i}"] = layer.step(x, state[f"layer_{i}"], memory_allowed)
+        return x, new_state
+
+    def logits(self, x):
+        if self.norm is not None:
+            x = self.norm(x)
+        if self.output_projection is not None:
+            return self.output_projection(x)
+        return tf.matmul(x, tf.cast(self.embedding.embeddings, x.dtype), transpose_b=True)
+
+    def decode_with_states(self, memory, target_in, training=False):
+        x = self.embedder.embed(target_in, training=training)
+        x, states = self.run(x, memory, causal_mask(tf.shape(target_in)[1]),
+                             key_mask(memory["mask"]), training)
+        return self.logits(x), states
+
+    def decode(self, memory, target_in, training=False):
+        return self.decode_with_states(memory, target_in, training)[0]
+
+    def initial_state(self, memory):
+        return {f"layer_{i}": layer.initial_cache(memory["outputs"])
+                for i, layer in enumerate(self.layers)}
+
+    def step(self, ids, time, state, memory):
+        x, state = self.run_step(self.embedder.embed(ids[:, None], offset=time), state,
+                                 key_mask(memory["mask"]))
+        return self.logits(x[:, 0]), state
