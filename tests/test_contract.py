@@ -1,12 +1,22 @@
 """What every registered model must do, run over the whole registry (sizes in contract.TINY)."""
 
+import json
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import events, run_cli, tiny_train_flags
+from conftest import REPO, events, run_cli, tiny_train_flags
 from contract import TINY, logits_of, tiny_model
+from tfnmt.cli import info
+from tfnmt.data.vocab import PAD_ID, load_vocabs
+from tfnmt.decoding.options import DecodingOptions
+from tfnmt.decoding.translator import Translator
+from tfnmt.export import saved_model
 from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 from tfnmt.training.checkpoints import Checkpoints, trackables
@@ -109,3 +119,74 @@ def test_model_trained_under_mixed_float16_resumes_and_translates_the_same_expor
         assert run_cli("translate", *source, f"--input={sentences}", f"--output={out}") == 0
         outputs.append(out.read_text())
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 3
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_config_round_trip_builds_the_same_model(name):
+    model = tiny_model(name)
+    clone = type(model).from_config(model.get_config())
+    clone.build_with_dummy_batch()
+    assert clone.get_config() == model.get_config()
+
+    def shapes(m):  # variable paths below the model's own (auto-numbered) name
+        return [(v.path.split("/", 1)[1], tuple(v.shape)) for v in m.weights]
+    assert shapes(clone) == shapes(model)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_info_counts_every_parameter_in_a_named_component(name):
+    model = tiny_model(name)
+    counts = info.parameter_counts(model)
+    assert counts["other"] == 0, [v.path for v in model.trainable_weights]
+    assert counts["total"] == sum(int(np.prod(v.shape)) for v in model.trainable_weights) > 0
+
+
+SENTENCES = ["the red dog sees a bird", "a cat", "", "big house the old man runs a dog"]
+# A limit that binds: an untrained model seldom ends a sentence by itself.
+LIMITED = DecodingOptions(beam_size=2, max_length_ratio=0.0, max_length_offset=5,
+                          max_decode_length=5)
+_LOAD_AND_TRANSLATE = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the SentencePiece ops)
+out = {}
+for path, signature in json.loads(sys.argv[1]):
+    result = tf.saved_model.load(path).signatures[signature](text=tf.constant(json.loads(sys.argv[2])))
+    out[f"{path}:{signature}"] = [[t.decode() for t in result["translations"].numpy()],
+                                  result["scores"].numpy().tolist()]
+print(json.dumps(out))
+"""
+
+
+def test_every_model_decodes_within_the_length_limit_and_its_export_translates_alike_in_a_fresh_process(
+        trained_model, tmp_path):
+    source_vocab, target_vocab = load_vocabs(trained_model)
+    expected, reached = {}, {}
+    for name in sorted(TINY):
+        keras.utils.set_random_seed(0)
+        model = tiny_model(name, source_vocab.size, target_vocab.size)
+        translator = Translator(model, source_vocab, target_vocab, LIMITED)
+        source, lengths = translator.tokenize(tf.constant(SENTENCES))
+        ids = translator.translate_ids(source, lengths)[0].numpy()
+        produced = (ids != PAD_ID).sum(axis=1)
+        if model.autoregressive:  # the limit counts the eos it forces
+            assert produced.max() <= LIMITED.max_decode_length - 1, (name, ids)
+            reached[name] = produced.max() == LIMITED.max_decode_length - 1
+        else:  # a CTC model labels k states per source position, at most
+            assert produced.max() <= model.hparams["split_factor"] * source.shape[1], (name, ids)
+        path = saved_model.export(translator, str(tmp_path), name, 1)
+        for signature, strategy in translator.strategy.variants().items():
+            out = translator._translate(tf.constant(SENTENCES), strategy)
+            expected[f"{path}:{signature}"] = [[t.decode() for t in out["translations"].numpy()],
+                                               out["scores"].numpy().tolist()]
+    assert sum(reached.values()) >= len(reached) // 2, reached  # the limit was what stopped them
+    pairs = [key.rsplit(":", 1) for key in expected]
+    run = subprocess.run([sys.executable, "-c", _LOAD_AND_TRANSLATE, json.dumps(pairs),
+                          json.dumps(SENTENCES)], capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    exported = json.loads(run.stdout.strip().splitlines()[-1])
+    assert sorted(exported) == sorted(expected)
+    for key, (translations, scores) in expected.items():
+        assert exported[key][0] == translations, key
+        np.testing.assert_allclose(exported[key][1], scores, rtol=1e-5, atol=1e-6, err_msg=key)

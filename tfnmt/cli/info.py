@@ -9,21 +9,28 @@ from tfnmt.models import catalog
 COMPONENTS = ("embeddings", "encoder", "decoder", "output")
 
 
-def component(path):
-    """embeddings / encoder / decoder / output from a variable path like 'transformer/encoder_layer_0/...'."""
+def component(path, owner=None):
+    """embeddings / encoder / decoder / output from a variable path like
+    'transformer/encoder_layer_0/...', else the part (`owner`: encoder or decoder) that holds it."""
     top = path.split("/")[1] if "/" in path else path
     if "embedding" in top:
         return "embeddings"
     for name in ("encoder", "decoder", "output"):
         if top.startswith(name):
             return name
-    return "other"
+    return owner or "other"
 
 
 def parameter_counts(model):
+    # A part's layers keep the model's paths (layers/part.py), so a layer named for what it does
+    # (the CTC decoder's splitter) is counted by the part that holds it.
+    owners = {}
+    for part in ("decoder", "encoder"):
+        for variable in getattr(getattr(model, part, None), "weights", ()):
+            owners[id(variable)] = part
     counts = dict.fromkeys(COMPONENTS + ("other",), 0)
     for variable in model.trainable_weights:  # shared variables appear once
-        counts[component(variable.path)] += int(variable.numpy().size)
+        counts[component(variable.path, owners.get(id(variable)))] += int(variable.numpy().size)
     counts["total"] = sum(counts.values())
     return counts
 

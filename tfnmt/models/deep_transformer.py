@@ -63,30 +63,31 @@ def _layer(layer_class, side, h, index, args):
                        aggregation_ffn_dim=h["aggregation_ffn_dim"] or None, **args)
 
 
-class DeepEncoder(TransformerEncoder):
-    """The Transformer encoder with multi-layer attention and layer aggregation."""
+class _Deep:
+    """What the deep stacks add to a Transformer part: layers that attend to the layers below
+    (multi-layer attention, `LAYER`) and the aggregation of `SIDE`'s layers."""
+    SIDE = LAYER = None
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, vocab_size, **kwargs)
-        self.aggregation = _aggregation(self.hparams, "encoder")
+        self.aggregation = _aggregation(self.hparams, self.SIDE)
 
     def layer(self, index, args):
-        return _layer(MultiLayerEncoderLayer, "encoder", self.hparams, index, args)
+        return _layer(self.LAYER, self.SIDE, self.hparams, index, args)
+
+
+class DeepEncoder(_Deep, TransformerEncoder):
+    """The Transformer encoder with multi-layer attention and layer aggregation."""
+    SIDE, LAYER = "encoder", MultiLayerEncoderLayer
 
     def run(self, x, allowed, training):
         return self.aggregation.run(x, lambda i, inputs: self.layers[i](
             inputs[i], allowed, lower=lower(self.hparams, inputs, i), training=training))
 
 
-class DeepDecoder(TransformerDecoder):
+class DeepDecoder(_Deep, TransformerDecoder):
     """The Transformer decoder with multi-layer attention and layer aggregation."""
-
-    def __init__(self, hparams, vocab_size, **kwargs):
-        super().__init__(hparams, vocab_size, **kwargs)
-        self.aggregation = _aggregation(self.hparams, "decoder")
-
-    def layer(self, index, args):
-        return _layer(MultiLayerDecoderLayer, "decoder", self.hparams, index, args)
+    SIDE, LAYER = "decoder", MultiLayerDecoderLayer
 
     def run(self, x, memory, self_allowed, memory_allowed, training):
         return self.aggregation.run(x, lambda i, inputs: self.layers[i](
