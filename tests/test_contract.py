@@ -16,7 +16,8 @@ from tfnmt.cli import info
 from tfnmt.data.vocab import PAD_ID, load_vocabs
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
-from tfnmt.export import saved_model
+from tfnmt.errors import ConfigError
+from tfnmt.export import saved_model, tflite
 from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 from tfnmt.training.checkpoints import Checkpoints, trackables
@@ -190,3 +191,27 @@ def test_every_model_decodes_within_the_length_limit_and_its_export_translates_a
     for key, (translations, scores) in expected.items():
         assert exported[key][0] == translations, key
         np.testing.assert_allclose(exported[key][1], scores, rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_every_model_runs_on_tflite_as_in_process(trained_model, tmp_path):
+    """Every model converts to a builtin-ops flatbuffer that gives the in-process ids: with beam
+    search, or for a CTC model with its greedy search (TensorFlow's CTC beam decoder has no
+    TFLite builtin: refused in one line)."""
+    source_vocab, target_vocab = load_vocabs(trained_model)
+    sentence = "the red dog sees a bird"
+    for name in sorted(TINY):
+        keras.utils.set_random_seed(0)
+        model = tiny_model(name, source_vocab.size, target_vocab.size)
+        options = DecodingOptions(beam_size=2, max_decode_length=8)
+        if not model.autoregressive:
+            with pytest.raises(ConfigError, match="CTCBeamSearchDecoder"):
+                tflite.convert(Translator(model, source_vocab, target_vocab, options))
+            options = DecodingOptions(beam_size=1, max_decode_length=8)
+        translator = Translator(model, source_vocab, target_vocab, options)
+        phone = tflite.TFLiteTranslator(tflite.export(translator, trained_model, str(tmp_path), name, 1))
+        source = phone.source_ids(sentence)
+        ids, score = phone.translate_ids(source)
+        expected_ids, expected_score = translator.translate_ids(tf.constant([source]),
+                                                                tf.constant([len(source) - 1]))
+        assert ids == [int(i) for i in expected_ids[0].numpy() if i != PAD_ID], name
+        np.testing.assert_allclose(score, expected_score[0].numpy(), rtol=1e-4, atol=1e-5)

@@ -167,7 +167,7 @@ def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
     from tfnmt.cli import experiment
     from tfnmt.cli.flags import FLAGS, read
     from tfnmt.experiments.options import ExperimentOptions
-    from tfnmt.models import registry
+    from tfnmt.models import catalog
     FLAGS.unparse_flags()
     try:
         FLAGS(["tfnmt", f"--flagfile={path}"])
@@ -179,7 +179,7 @@ def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
         for name, flagfile in spec["systems"]:
             FLAGS.unparse_flags()
             FLAGS(["tfnmt", f"--flagfile={flagfile}", *forwarded])
-            registry.get(FLAGS.model)
+            catalog.get(FLAGS.model)
             assert FLAGS.train_steps == 1500, name  # the experiment's budget wins
     finally:
         FLAGS.unparse_flags()
