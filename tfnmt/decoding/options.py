@@ -8,6 +8,7 @@ from tfnmt.errors import ConfigError
 from tfnmt.options import check, option
 
 LONG_INPUT_MODES = ("chunk", "error")
+ALIGNMENTS = ("none", "hard", "soft")
 
 # Names an export recorded before they were renamed: old name -> field.
 _RENAMED = {"max_source_length": "max_input_length", "penalty_mode": "length_penalty_mode"}
@@ -37,6 +38,11 @@ class DecodingOptions:
     no_repeat_ngram_size: int = option(0, "No hypothesis repeats an n-gram of this many tokens "
                                        "(0 = no constraint); beam search and sampling.",
                                        bounds=">= 0")
+    alignments: str = option(
+        "none", "translate: after each translation, a TAB and its alignment: hard = Pharaoh "
+        "`src-tgt` word pairs, soft = the attention matrix as JSON (README: Alignments); "
+        "export: hard or soft adds the `alignments` signature. Beam search (also at "
+        "--beam_size=1); models that attend.", choices=ALIGNMENTS)
     sampling: bool = option(False, "Sample each token from the model's distribution instead "
                             "of beam search (autoregressive models; back-translation).")
     sampling_topk: int = option(0, "With --sampling: sample among the k most likely tokens "
