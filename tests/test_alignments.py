@@ -152,3 +152,20 @@ def test_every_model_returns_attention_or_refuses_in_one_line(trained_model):
     assert set(refused) == {"conv_encoder", "gru_encdec", "ctc_nat"}, (refused, shapes)
     for name, message in refused.items():
         assert "\n" not in message and "--alignments" in message, message
+
+
+def test_alignments_refused_in_one_line_where_there_are_none(trained_model, tmp_path, capsys):
+    source_file = tmp_path / "in.txt"
+    source_file.write_text("a dog\n")
+    base = str(tmp_path / "export")
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--export_name=plain") == 0
+    capsys.readouterr()
+    for flags, said in (([f"--saved_model={base}/plain/1"], "no `alignments` signature"),
+                        ([f"--model_dir={trained_model}", "--sampling"], "not with --sampling"),
+                        ([f"--model_dir={trained_model}", "--n_best=2"], "drop --n_best")):
+        assert run_cli("translate", *flags, f"--input={source_file}",
+                       "--alignments=hard") != 0, flags
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("tfnmt translate: error: --alignments"), err
+        assert said in err[0], err

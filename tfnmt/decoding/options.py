@@ -59,6 +59,8 @@ class DecodingOptions:
                               "the beam holds the hypotheses to choose from")
         if self.sampling and self.n_best > 1:
             raise ConfigError("--n_best needs beam search: drop --sampling")
+        if self.sampling and self.alignments != "none":
+            raise ConfigError("--alignments: not with --sampling (the beam search carries them)")
 
     def record(self):
         """The options as export_info.json writes them."""

@@ -91,9 +91,7 @@ class CTCSearch(Strategy):
 
 
 def _autoregressive(options):
-    if options.alignments != "none":
-        if options.sampling:
-            raise ConfigError("--alignments: not with --sampling (the beam search carries them)")
+    if options.alignments != "none":  # not with sampling (DecodingOptions)
         # Also with --beam_size=1, so that the translations and their alignments agree.
         return BeamSearch(options)
     if options.sampling:
