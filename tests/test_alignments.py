@@ -169,3 +169,6 @@ def test_alignments_refused_in_one_line_where_there_are_none(trained_model, tmp_
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("tfnmt translate: error: --alignments"), err
         assert said in err[0], err
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--format=tflite", "--alignments=soft") != 0
+    assert "--alignments applies to SavedModel exports" in capsys.readouterr().err
