@@ -39,8 +39,8 @@ class DecodingOptions:
                                        "(0 = no constraint); beam search and sampling.",
                                        bounds=">= 0")
     alignments: str = option(
-        "none", "translate: after each translation, a TAB and its alignment: hard = Pharaoh "
-        "`src-tgt` word pairs, soft = the attention matrix as JSON (README: Alignments); "
+        "none", "translate: hard writes each line as TRANSLATION<TAB>Pharaoh `src-tgt` word "
+        "pairs, soft as one JSON object with the word attention (README: Alignments); "
         "export: hard or soft adds the `alignments` signature. Beam search (also at "
         "--beam_size=1); models that attend.", choices=ALIGNMENTS)
     sampling: bool = option(False, "Sample each token from the model's distribution instead "
