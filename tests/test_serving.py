@@ -659,6 +659,70 @@ def test_the_demo_page_translates_as_you_type_with_every_served_model(server, tr
     assert open(shot, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def test_an_alignments_export_is_served_per_instance_and_the_demo_page_draws_its_heatmap(
+        trained_model, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    sentences = ["the red dog sees a bird", "a cat"]
+    base = str(tmp_path / "exports")
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--beam_size=3", "--alignments=soft", "--export_name=aligned") == 0
+    _, model, source_vocab, target_vocab = model_dir_lib.load(trained_model)
+    checkpoints.restore_model(model, checkpoints.resolve(trained_model))
+    translator = Translator(model, source_vocab, target_vocab,
+                            DecodingOptions(beam_size=3, alignments="soft"))
+    expected = translator.alignments_signature(tf.constant(sentences))
+    process, url = server_lib.spawn([f"--export_dir={base}", "--rest_api_port=0",
+                                     "--max_batch_size=1"],
+                                    env=dict(os.environ, PYTHONPATH=REPO),
+                                    log_path=str(tmp_path / "serve.log"))
+    try:
+        assert requests.get(f"{url}/demo/models", timeout=30).json()["models"][0]["alignments"]
+        # Row format, as TF Serving answers: each instance's tokens [S], [T] and attention
+        # [T][S] (the request's rows padded alike, here across two batches of one).
+        answer = _post(f"{url}/v1/models/aligned:predict",
+                       {"signature_name": "alignments", "instances": sentences}).json()
+        rows = answer["predictions"]
+        for i, row in enumerate(rows):
+            assert row["translations"] == expected["translations"][i].numpy().decode()
+            assert row["source_tokens"] == [t.decode() for t in expected["source_tokens"][i].numpy()]
+            assert row["target_tokens"] == [t.decode() for t in expected["target_tokens"][i].numpy()]
+            np.testing.assert_allclose(row["attention"], expected["attention"][i].numpy(), atol=1e-5)
+        alone = _post(f"{url}/v1/models/aligned:predict",
+                      {"signature_name": "alignments", "instances": sentences[:1]}).json()
+        source, target = alone["predictions"][0]["source_tokens"], alone["predictions"][0]["target_tokens"]
+        assert len(source) == 7 and target and all(target)  # six pieces and </s>
+        browser = _browser()
+        try:
+            browser.get(f"{url}/")
+            wait = WebDriverWait(browser, 60)
+            wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "div.model"))
+            browser.find_element(By.ID, "source").send_keys(sentences[0])
+            wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "li.pickable"))[0].click()
+            cells = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "table.heatmap td.cell"))
+            assert len(cells) == len(source) * len(target)
+            heads = browser.find_elements(By.CSS_SELECTOR, "table.heatmap thead th")
+            assert [h.get_attribute("textContent") for h in heads][1:] == source
+        finally:
+            browser.quit()
+    finally:
+        server_lib.stop(process)
+
+
+def test_batcher_pads_the_pieces_of_a_request_to_one_shape():
+    # A request split into pieces (max_batch_size 1) whose outputs have their batch's lengths.
+    # Strings come back from TensorFlow as bytes objects.
+    batcher = Batcher(lambda inputs: {"tokens": np.array([[c.encode() for c in inputs[0]]], object),
+                                      "attention": np.ones([1, len(inputs[0]), 2])},
+                      BatchingOptions(max_batch_size=1))
+    try:
+        out = batcher.submit(["ab", "abcd"])
+    finally:
+        batcher.close()
+    assert out["tokens"].tolist() == [[b"a", b"b", b"", b""], [b"a", b"b", b"c", b"d"]]
+    assert out["attention"].sum(axis=(1, 2)).tolist() == [4.0, 8.0]
+
+
 def test_the_demo_page_lists_the_served_models_and_can_be_turned_off(exports):
     base, _ = exports
     manager = ModelManager(export_dir=base)

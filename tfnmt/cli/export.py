@@ -15,6 +15,9 @@ def run():
     if FLAGS.format == "tflite" and FLAGS.n_best > 1:
         raise ConfigError("--n_best applies to SavedModel exports: a TFLite flatbuffer returns "
                           "one translation")
+    if FLAGS.format == "tflite" and FLAGS.alignments != "none":
+        raise ConfigError("--alignments applies to SavedModel exports: a TFLite flatbuffer "
+                          "returns translations only")
     config, translator = common.load_translator()
     name = FLAGS.export_name or config["model"]
     if FLAGS.format == "tflite":

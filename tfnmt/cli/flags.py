@@ -110,12 +110,12 @@ options(TrainRunOptions)
 
 # --- decoding -----------------------------------------------------------------------------------
 _group("decoding", "decoding")
-options(DecodingOptions, skip=("n_best",))
+options(DecodingOptions, skip=("n_best", "alignments"))
 
 _group("translation", "input and output")
 options(TranslationOptions)
 # Read from a checkpoint, an export and a server alike.
-options(DecodingOptions, only=("n_best",))
+options(DecodingOptions, only=("n_best", "alignments"))
 
 _group("export_in", "an exported model instead of a checkpoint")
 options(ExportedModelOptions)

@@ -29,6 +29,8 @@ class TranslationOptions:
     input: str = option("-", "File to translate ('-' = stdin).")
     output: str = option("-", "Where translations go ('-' = stdout).")
     decode_batch_size: int = option(32, "Sentences per decoding batch.", bounds=">= 1")
+    plot_dir: str = option("", "With --alignments=soft: write each line's attention as a "
+                           "heatmap, DIR/LINE.png (LINE counted from 1).")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,8 +11,12 @@ The output path is checked before anything is loaded. Translations are written i
 as soon as every line before them is known (decoding sorts by length within windows of
 STREAM_WINDOW_BATCHES batches), so an interrupted or failed run leaves complete lines, a prefix
 of the output.
+
+With --alignments=hard each line is `TRANSLATION<TAB>ALIGNMENT` (Pharaoh `SRC-TGT` word pairs),
+with --alignments=soft a JSON object (decoding/alignments.py; README: Alignments).
 """
 
+import os
 import sys
 
 from absl import logging
@@ -20,8 +24,9 @@ from absl import logging
 from tfnmt.cli import common, console
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data.text_files import decode_lines, read_lines
+from tfnmt.decoding import alignments
 from tfnmt.decoding.translator import STREAM_WINDOW_BATCHES, OrderedWriter, translations
-from tfnmt.errors import cannot_write
+from tfnmt.errors import ConfigError, cannot_write
 
 
 def _input_name():
@@ -63,6 +68,12 @@ class _Output:
 def run():
     if FLAGS.output != "-":
         common.check_output_file(FLAGS.output)
+    mode = FLAGS.alignments
+    if FLAGS.plot_dir and mode != "soft":
+        raise ConfigError(f"--plot_dir: draws the attention of --alignments=soft, not "
+                          f"--alignments={mode}")
+    if mode != "none" and FLAGS.n_best > 1:
+        raise ConfigError("--alignments: of the best translation only; drop --n_best")
     config, translator = common.translator_from_flags()
     lines, problems = _read_input()
     for problem in problems:
@@ -78,7 +89,12 @@ def run():
         for index, text in translations(translator, lines, FLAGS.decode_batch_size,
                                         progress=console.stderr_is_terminal(),
                                         window=STREAM_WINDOW_BATCHES * FLAGS.decode_batch_size,
-                                        n_best=FLAGS.n_best if FLAGS.n_best > 1 else 0):
+                                        n_best=FLAGS.n_best if FLAGS.n_best > 1 else 0,
+                                        alignments=mode != "none"):
+            if mode != "none":
+                if FLAGS.plot_dir:
+                    alignments.plot(text, os.path.join(FLAGS.plot_dir, f"{index + 1}.png"))
+                text = alignments.line(text, mode)
             output.put(index, text)
     finally:
         output.close()

@@ -94,7 +94,7 @@ VERBS = {
         [group("translation")]),
     "export": Verb(
         "export a SavedModel for TF Serving",
-        [group("model_dir"), group("decoding"), "n_best", group("export")]),
+        [group("model_dir"), group("decoding"), "n_best", "alignments", group("export")]),
     "serve": Verb(
         "serve exported models over TF Serving's REST API",
         ["export_dir", group("serving")]),

@@ -164,6 +164,14 @@ class ConvDecoder(Part):
         return {key: tf.zeros([batch, self.kernel_size - 1, width], dtype)
                 for key, width in self.input_widths.items()}
 
+    @property
+    def attends(self):
+        return bool(self.attention)
+
+    def latest_attention(self):
+        """Alignments: the last layer's attention (models/base.py)."""
+        return self.attention[-1].last_weights
+
     def step(self, ids, time, state, memory):
         logits, new_state = self.run(self.embedder.embed(ids[:, None], offset=time), memory, state)
         return logits[:, 0], new_state

@@ -18,6 +18,7 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.attention import masked_logits
+from tfnmt.layers.dense_attention import record_weights
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.lau import HPARAMS, connect, initializers, recurrent_cell, stacked_width
 from tfnmt.layers.part import Part
@@ -74,6 +75,7 @@ class RecurrentDecoder(Part):
         query = self.attention_query(s1) + self.attention_embedding(y)
         scores = self.attention_v(tf.tanh(memory["keys"] + query[:, None]))[:, :, 0]
         weights = tf.nn.softmax(masked_logits(scores, memory["mask"]), axis=-1)
+        record_weights(self, weights[:, None])
         return tf.einsum("ns,nsd->nd", tf.cast(weights, memory["outputs"].dtype), memory["outputs"])
 
     def _step(self, y, state, memory):
@@ -99,6 +101,13 @@ class RecurrentDecoder(Part):
                                       (tf.constant(0), self.initial_state(memory), outputs))
         top = tf.transpose(outputs.stack(), [1, 0, 2])
         return self.output_projection(self.output_dropout(top, training=training))
+
+    # Alignments: the attention of the latest `step` (`decode` runs its steps in a loop whose
+    # weights stay inside it), models/base.py.
+    attends = True
+
+    def latest_attention(self):
+        return self.last_weights
 
     def step(self, ids, time, state, memory):
         top, state = self._step(self.embedding(ids), state, memory)

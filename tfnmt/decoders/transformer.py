@@ -82,6 +82,12 @@ class TransformerDecoder(Part):
         return {f"layer_{i}": layer.initial_cache(memory["outputs"])
                 for i, layer in enumerate(self.layers)}
 
+    # Alignments: the last layer's cross-attention averaged over its heads (models/base.py).
+    attends = True
+
+    def latest_attention(self):
+        return self.layers[-1].cross_attention.last_weights
+
     def step(self, ids, time, state, memory):
         x, state = self.run_step(self.embedder.embed(ids[:, None], offset=time), state,
                                  key_mask(memory["mask"]))

@@ -21,6 +21,11 @@ class Backend:
         raise ConfigError(f"--n_best={n}: {type(self).__name__} gives one translation per "
                           "sentence; use a checkpoint or a SavedModel exported with --n_best")
 
+    def translate_alignments(self, text):
+        """string [B] -> the `alignments` signature's outputs (Translator.alignments_signature)."""
+        raise ConfigError(f"--alignments: {type(self).__name__} gives no alignments; use a "
+                          "checkpoint or a SavedModel exported with --alignments=hard|soft")
+
     def prepare(self, sentences, where):
         """Before `sentences` (str, read from `where`) are translated: whatever the backend can
         tell about them beforehand is said (as WHERE:LINE) or refused here."""

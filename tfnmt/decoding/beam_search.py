@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from tfnmt.errors import ConfigError
 
 NEG_INF = -1e9
 
@@ -95,10 +96,13 @@ class BeamState(NamedTuple):
     finished_scores: Any  # float32 [B, K], length-penalised
     finished_ids: Any     # int32 [B, K, t], eos last, PAD_ID after
     model_state: Any      # the model's nest, B * K rows
+    # With alignments, each hypothesis's attention rows, float32 [B, K, t, S]; else ().
+    alive_attention: Any = ()
+    finished_attention: Any = ()
 
 
 def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode="gnmt",
-                n_best=1, no_repeat_ngram_size=0):
+                n_best=1, no_repeat_ngram_size=0, alignments=False):
     """Decodes a batch.
 
     Args:
@@ -107,7 +111,9 @@ def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode=
       max_length: int32 [B], the most tokens (eos included) to generate per sentence.
     Returns:
       ids: int32 [B, n_best, T], eos and padding as PAD_ID after the hypothesis ends;
-      scores: float32 [B, n_best], length-penalised log-probabilities, best first.
+      scores: float32 [B, n_best], length-penalised log-probabilities, best first;
+      with `alignments`, also attention: float32 [B, n_best, T, S], row t the model's attention
+      (`latest_attention`) when it chose token t, 0 from its eos on; a separate trace, so decoding without them carries nothing.
     """
     if n_best > beam_size:
         raise ValueError(f"n_best={n_best} exceeds beam_size={beam_size}")
@@ -137,6 +143,12 @@ def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode=
         beam_index, token = top_index // vocab, top_index % vocab
         top_ids = tf.concat([tf.gather(s.alive_ids, beam_index, batch_dims=1), token[:, :, None]], 2)
         is_eos = tf.equal(token, EOS_ID)
+        attention = ()
+        if alignments:
+            rows = tf.reshape(tf.cast(model.latest_attention()[:, -1], tf.float32),
+                              [batch, K, 1, -1])  # [B, K, 1, S]
+            attention = tf.gather(tf.concat([s.alive_attention, rows], axis=2), beam_index,
+                                  batch_dims=1)  # [B, 2K, t+1, S], as top_ids
 
         # Alive: the best K candidates that did not end.
         alive_candidate_scores = tf.where(is_eos, NEG_INF, top_scores)
@@ -151,12 +163,19 @@ def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode=
         all_ids = tf.concat([padded_finished, top_ids], axis=1)
         all_scores = tf.concat([s.finished_scores, ended_scores], axis=1)
         finished_scores, best = tf.math.top_k(all_scores, k=K)
+        alive_attention = finished_attention = ()
+        if alignments:
+            alive_attention = tf.gather(attention, keep, batch_dims=1)
+            frozen = tf.pad(s.finished_attention, [[0, 0], [0, 0], [0, 1], [0, 0]])
+            finished_attention = tf.gather(tf.concat([frozen, attention], axis=1), best,
+                                           batch_dims=1)
         return (BeamState(
             time=t + 1, alive_scores=alive_scores,
             alive_ids=tf.gather(top_ids, keep, batch_dims=1),
             finished_scores=finished_scores,
             finished_ids=tf.gather(all_ids, best, batch_dims=1),
-            model_state=tf.nest.map_structure(lambda x: tf.gather(x, origin), state)),)
+            model_state=tf.nest.map_structure(lambda x: tf.gather(x, origin), state),
+            alive_attention=alive_attention, finished_attention=finished_attention),)
 
     start = BeamState(
         time=tf.constant(0),
@@ -170,6 +189,19 @@ def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode=
     ids_shape = tf.TensorShape([None, K, None])
     invariants = tf.nest.map_structure(loop_invariant, start)._replace(
         alive_ids=ids_shape, finished_ids=ids_shape)
+    if alignments:
+        if not model.attends:
+            raise ConfigError(model.cannot_align())
+        source_length = tf.shape(memory["mask"])[1]
+        empty = tf.zeros([batch, K, 0, source_length])
+        start = start._replace(alive_attention=empty, finished_attention=empty)
+        attention_shape = tf.TensorShape([None, K, None, None])
+        invariants = invariants._replace(alive_attention=attention_shape,
+                                         finished_attention=attention_shape)
     end = tf.while_loop(cond, body, (start,), shape_invariants=(invariants,),
                         maximum_iterations=max_steps)[0]
-    return strip_eos(end.finished_ids[:, :n_best]), end.finished_scores[:, :n_best]
+    ids = strip_eos(end.finished_ids[:, :n_best])
+    if not alignments:
+        return ids, end.finished_scores[:, :n_best]
+    real = tf.cast(tf.not_equal(ids, PAD_ID), tf.float32)[..., None]
+    return ids, end.finished_scores[:, :n_best], end.finished_attention[:, :n_best] * real

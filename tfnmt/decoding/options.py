@@ -8,6 +8,7 @@ from tfnmt.errors import ConfigError
 from tfnmt.options import check, option
 
 LONG_INPUT_MODES = ("chunk", "error")
+ALIGNMENTS = ("none", "hard", "soft")
 
 # Names an export recorded before they were renamed: old name -> field.
 _RENAMED = {"max_source_length": "max_input_length", "penalty_mode": "length_penalty_mode"}
@@ -37,6 +38,11 @@ class DecodingOptions:
     no_repeat_ngram_size: int = option(0, "No hypothesis repeats an n-gram of this many tokens "
                                        "(0 = no constraint); beam search and sampling.",
                                        bounds=">= 0")
+    alignments: str = option(
+        "none", "translate: hard writes each line as TRANSLATION<TAB>Pharaoh `src-tgt` word "
+        "pairs, soft as one JSON object with the word attention (README: Alignments); "
+        "export: hard or soft adds the `alignments` signature. Beam search (also at "
+        "--beam_size=1); models that attend.", choices=ALIGNMENTS)
     sampling: bool = option(False, "Sample each token from the model's distribution instead "
                             "of beam search (autoregressive models; back-translation).")
     sampling_topk: int = option(0, "With --sampling: sample among the k most likely tokens "
@@ -53,6 +59,8 @@ class DecodingOptions:
                               "the beam holds the hypotheses to choose from")
         if self.sampling and self.n_best > 1:
             raise ConfigError("--n_best needs beam search: drop --sampling")
+        if self.sampling and self.alignments != "none":
+            raise ConfigError("--alignments: not with --sampling (the beam search carries them)")
 
     def record(self):
         """The options as export_info.json writes them."""

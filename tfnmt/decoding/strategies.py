@@ -41,11 +41,12 @@ class Strategy:
 class BeamSearch(Strategy):
     """The one beam search of beam_search.py."""
 
-    def __call__(self, model, memory, source_lengths, n_best=1):
+    def __call__(self, model, memory, source_lengths, n_best=1, alignments=False):
+        """With `alignments`, also the attention [B, n_best, T, S] (beam_search.py)."""
         o = self.options
         return beam_search(model, memory, self.limits(source_lengths), o.beam_size,
                            o.length_penalty, o.length_penalty_mode, n_best,
-                           o.no_repeat_ngram_size)
+                           o.no_repeat_ngram_size, alignments)
 
 
 class Greedy(Strategy):
@@ -90,6 +91,9 @@ class CTCSearch(Strategy):
 
 
 def _autoregressive(options):
+    if options.alignments != "none":  # not with sampling (DecodingOptions)
+        # Also with --beam_size=1, so that the translations and their alignments agree.
+        return BeamSearch(options)
     if options.sampling:
         return Sampling(options)
     return Greedy(options) if options.beam_size == 1 else BeamSearch(options)
@@ -109,4 +113,6 @@ FAMILIES = {"autoregressive": _autoregressive, "ctc": _ctc}
 
 def for_model(model, options):
     """The strategy `options` ask for, among those of the model's family."""
+    if options.alignments != "none" and not model.attends:
+        raise ConfigError(model.cannot_align())
     return FAMILIES[model.strategy_family](options)

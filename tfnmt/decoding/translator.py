@@ -38,6 +38,8 @@ class Translator(tf.Module, Backend):
         self.target_tokenizer = target_vocab.tokenizer()
         self.options = options
         self.strategy = strategies.for_model(model, options)
+        if options.alignments != "none" and model.source_window:
+            raise ConfigError(model.cannot_align())
         if options.n_best > 1 and model.source_window:
             raise ConfigError(f"--n_best={options.n_best}: not for a model with a source window "
                               "(its long inputs are translated in chunks)")
@@ -117,7 +119,40 @@ class Translator(tf.Module, Backend):
         if self.options.n_best > 1:
             signatures["n_best"] = (self.n_best_signature.get_concrete_function(),
                                     self.strategy.width)
+        if self.options.alignments != "none":
+            signatures["alignments"] = (self.alignments_signature.get_concrete_function(),
+                                        self.strategy.width)
         return signatures
+
+    def translate_alignments(self, text):
+        if self.options.alignments == "none":
+            return super().translate_alignments(text)
+        return self.alignments_signature(text)
+
+    @tf.function(input_signature=[TEXT])
+    def alignments_signature(self, text):
+        """The best translation of each sentence with its tokens and attention (the export's
+        `alignments` signature): translations string [B], scores float32 [B], source_tokens
+        string [B, S] (the source's pieces and "</s>", "" after them), target_tokens string
+        [B, T] ("" after them), attention float32 [B, T, S] (row t: target token t's weights
+        over the source tokens; 0 on padding). An empty input has no target tokens."""
+        source, lengths = self.tokenize(text)
+        memory = self.model.encode(source, training=False)
+        ids, scores, attention = self.strategy(self.model, memory, lengths, 1, alignments=True)
+        empty = tf.equal(lengths, 0)
+        ids = tf.where(empty[:, None], PAD_ID, ids[:, 0])
+        real = tf.not_equal(ids, PAD_ID)
+        longest = tf.reduce_max(tf.reduce_sum(tf.cast(real, tf.int32), axis=1))
+        ids, real = ids[:, :longest], real[:, :longest]
+        attention = attention[:, 0, :longest] * tf.cast(real, tf.float32)[..., None]
+        translations = self.target_tokenizer.detokenize(
+            tf.RaggedTensor.from_tensor(ids, padding=PAD_ID))
+        return {"translations": tf.where(empty, "", translations),
+                "scores": tf.where(empty, 0.0, scores[:, 0]),
+                "source_tokens": tf.where(tf.not_equal(source, PAD_ID),
+                                          self.source_tokenizer.id_to_string(source), ""),
+                "target_tokens": tf.where(real, self.target_tokenizer.id_to_string(ids), ""),
+                "attention": attention}
 
     def _translate(self, text, strategy):
         source, lengths = self.tokenize(text)
@@ -158,13 +193,15 @@ class Translator(tf.Module, Backend):
 STREAM_WINDOW_BATCHES = 8
 
 
-def translations(translator, sentences, batch_size, progress=False, window=0, n_best=0):
+def translations(translator, sentences, batch_size, progress=False, window=0, n_best=0,
+                 alignments=False):
     """Yields (index, translation) of `sentences` (list of str), a batch at a time.
 
     Batches are formed from sentences of similar length, so padding and the longest hypothesis
     of a batch cost less: sorted over the whole list, or over each `window` sentences in turn
     (0 = the whole list). `translator` is a backend (decoding/backend.py). With `n_best` N > 0
-    a sentence's translation is its N best hypotheses as N lines (`n_best_lines`).
+    a sentence's translation is its N best hypotheses as N lines (`n_best_lines`); with
+    `alignments`, it is an `alignments.Aligned` (translation, tokens and attention).
     """
     window = window or max(len(sentences), 1)
     bar = None
@@ -180,7 +217,10 @@ def translations(translator, sentences, batch_size, progress=False, window=0, n_
             for start in range(0, len(order), batch_size):
                 index = order[start:start + batch_size]
                 batch = [sentences[i] for i in index]
-                if n_best:
+                if alignments:
+                    from tfnmt.decoding.alignments import aligned
+                    out = aligned(_call(translator.translate_alignments, batch))
+                elif n_best:
                     out = _translate_batch(translator.translate_n_best, batch, n_best)
                     out = [n_best_lines(i, *hypotheses) for i, hypotheses in zip(index, out)]
                 else:
@@ -201,19 +241,23 @@ def n_best_lines(index, hypotheses, scores):
 
 def _translate_batch(translate, batch, *n_best):
     """Texts [B], or with `n_best` (hypotheses [N], scores [N]) [B]."""
+    out = _call(translate, batch, *n_best)
+    texts = out["translations"].numpy().reshape(len(batch), -1)
+    texts = [[text.decode("utf-8") for text in row] for row in texts]
+    if n_best:
+        return list(zip(texts, out["scores"].numpy().tolist()))
+    return [row[0] for row in texts]
+
+
+def _call(translate, batch, *args):
     try:
-        out = translate(tf.constant(batch), *n_best)
+        return translate(tf.constant(batch), *args)
     except tf.errors.InvalidArgumentError as error:
         # --long_input=error: a user error, reported in one line rather than a traceback.
         refused = re.search(r"\[([^\]]*%s[^\]]*)\]" % chunking.TOO_LONG, error.message)
         if not refused:
             raise
         raise DataError(refused.group(1)) from None
-    texts = out["translations"].numpy().reshape(len(batch), -1)
-    texts = [[text.decode("utf-8") for text in row] for row in texts]
-    if n_best:
-        return list(zip(texts, out["scores"].numpy().tolist()))
-    return [row[0] for row in texts]
 
 
 def translate_sentences(translator, sentences, batch_size, progress=False):

@@ -4,7 +4,9 @@
 
 A non-autoregressive model decodes greedily in `serving_default` and has a second signature,
 `beam`, with the same inputs and outputs; an export made with n_best N > 1 has `n_best`,
-translations and scores [B, N] (Translator.export_signatures).
+translations and scores [B, N]; one made with alignments (hard or soft) has `alignments`:
+translations, scores, source_tokens, target_tokens and attention [B, T, S]
+(Translator.export_signatures, Translator.alignments_signature).
 
 The graph may only hold ops that TF Serving's stock model server has: core TensorFlow and
 tensorflow-text. `disallowed_ops` is checked on every export.
@@ -111,6 +113,12 @@ class SavedModelTranslator(Backend):
                               f"hypotheses per sentence; export it with --n_best={n} or more")
         out = self.module.signatures["n_best"](text=text)
         return {key: value[:, :n] for key, value in out.items()}
+
+    def translate_alignments(self, text):
+        if "alignments" not in self.module.signatures:
+            raise ConfigError(f"--alignments: {self.path} has no `alignments` signature; "
+                              "export it with --alignments=hard or soft")
+        return self.module.signatures["alignments"](text=text)
 
 
 def graph_ops(path):

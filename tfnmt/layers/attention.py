@@ -73,6 +73,8 @@ class MultiHeadAttention(keras.layers.Layer):
         logits = tf.matmul(q, keys, transpose_b=True)
         weights = tf.nn.softmax(tf.cast(logits, tf.float32) if allowed is None
                                 else masked_logits(logits, allowed), axis=-1)
+        # Alignments: averaged over the heads (layers/dense_attention.py record_weights).
+        object.__setattr__(self, "last_weights", tf.reduce_mean(weights, axis=1))
         weights = self.dropout_layer(tf.cast(weights, values.dtype), training=training)
         context = tf.matmul(weights, values)
         batch, length = tf.shape(context)[0], tf.shape(context)[2]

@@ -74,7 +74,8 @@ class MultiStepAttention(keras.layers.Layer):
         self.query = WeightNormDense(embed_dim, name="query")
 
     def call(self, x, g, memory):
-        return attend((self.query(x) + g) * HALF, memory["keys"], memory["values"], memory["mask"])
+        return attend((self.query(x) + g) * HALF, memory["keys"], memory["values"], memory["mask"],
+                      self)
 
     def get_config(self):
         return dict(super().get_config(), embed_dim=self.embed_dim)

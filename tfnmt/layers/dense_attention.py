@@ -17,11 +17,21 @@ import tensorflow as tf
 from tfnmt.layers.attention import masked_logits
 
 
-def attend(query, keys, values, mask):
-    """query [B, T, a], keys/values [B, S, a], mask [B, S] -> [B, T, a]."""
+def attend(query, keys, values, mask, layer=None):
+    """query [B, T, a], keys/values [B, S, a], mask [B, S] -> [B, T, a]. The weights [B, T, S]
+    are left on `layer` as `last_weights` (see record_weights)."""
     scores = masked_logits(tf.matmul(query, keys, transpose_b=True), mask[:, None, :])
     weights = tf.nn.softmax(scores, axis=-1)
+    if layer is not None:
+        record_weights(layer, weights)
     return tf.matmul(tf.cast(weights, values.dtype), values)
+
+
+def record_weights(layer, weights):
+    """Leaves the attention weights of `layer`'s latest call on it, for alignments
+    (models/base.py `latest_attention`): a graph tensor of the trace that made it, which an
+    unused read leaves out of the graph. Set past Keras' tracking, which must not save it."""
+    object.__setattr__(layer, "last_weights", weights)
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
@@ -43,7 +53,7 @@ class DenseAttention1(keras.layers.Layer):
                     "mask": mask}
 
     def call(self, z, memory):
-        return attend(self.query(z), memory["keys"], memory["values"], memory["mask"])
+        return attend(self.query(z), memory["keys"], memory["values"], memory["mask"], self)
 
     def get_config(self):
         return dict(super().get_config(), attention_dim=self.attention_dim)
@@ -77,8 +87,13 @@ class DenseAttention2(keras.layers.Layer):
 
     def call(self, z, memory):
         query = self.query(z)
-        return tf.add_n([attend(query, k, v, memory["mask"])
-                         for k, v in zip(memory["keys"], memory["values"])])
+        contexts, weights = [], []
+        for k, v in zip(memory["keys"], memory["values"]):
+            contexts.append(attend(query, k, v, memory["mask"], self))
+            weights.append(self.last_weights)
+        # Alignments: the mean over the encoder layers' attentions (each sums to 1).
+        record_weights(self, tf.add_n(weights) / len(weights))
+        return tf.add_n(contexts)
 
     def get_config(self):
         return dict(super().get_config(), attention_dim=self.attention_dim,

@@ -90,6 +90,22 @@ class Seq2SeqModel(keras.Model):
     def translation_loss(self, labels, logits):
         return label_smoothed_cross_entropy(labels, logits, self.label_smoothing)
 
+    # --- alignments (optional) ----------------------------------------------------------------
+    # A model that attends over the source sets `attends` and returns, from `latest_attention`,
+    # the weights [N, T, S] (rows sum to 1 over real source positions, 0 on padding) of the
+    # latest `step` (T = 1) or `decode` in the same trace: the beam search reads them after
+    # each step when alignments are asked for (decoding/beam_search.py).
+    @property
+    def attends(self):
+        return False
+
+    def latest_attention(self):
+        raise ConfigError(self.cannot_align())
+
+    def cannot_align(self):
+        return (f"--alignments: model {self.registry_name!r} has no attention over the source "
+                "words to align with")
+
     # --- Keras plumbing -----------------------------------------------------------------------
     def call(self, inputs, training=False):
         memory = self.encode(inputs["source"], training=training)
@@ -240,6 +256,15 @@ class EncoderDecoder(Seq2SeqModel):
 
     def step(self, ids, time, state, memory):
         return self.decoder.step(ids, time, state, memory)
+
+    @property
+    def attends(self):
+        return getattr(self.decoder, "attends", False)
+
+    def latest_attention(self):
+        if not self.attends:
+            return super().latest_attention()
+        return self.decoder.latest_attention()
 
 
 # --- gradient accumulation: embedding gradients are IndexedSlices ---------------------------

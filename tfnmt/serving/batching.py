@@ -21,6 +21,17 @@ from tfnmt.serving.options import BatchingOptions
 from tfnmt.serving.status import ServingError, unavailable
 
 
+def concatenate(arrays):
+    """The rows of `arrays` as one array. Outputs whose later dimensions follow the batch's
+    longest sentence (the `alignments` signature's tokens and attention) are padded to the
+    largest: "" for strings, 0 for numbers, as within one batch."""
+    shape = np.max([a.shape for a in arrays], axis=0)
+    padded = [np.pad(a, [(0, 0)] + [(0, int(n) - m) for n, m in zip(shape[1:], a.shape[1:])],
+                     constant_values=b"" if a.dtype.kind in ("S", "O") else 0)
+              for a in arrays]
+    return np.concatenate(padded)
+
+
 class _Piece:
     __slots__ = ("inputs", "enqueued", "done", "outputs", "error", "abandoned")
 
@@ -72,7 +83,7 @@ class Batcher:
                                    "waited for its batch (--rest_api_timeout_in_ms)")
             if piece.error is not None:
                 raise piece.error
-        return {name: np.concatenate([p.outputs[name] for p in pieces])
+        return {name: concatenate([p.outputs[name] for p in pieces])
                 for name in pieces[0].outputs}
 
     def close(self):
