@@ -222,25 +222,6 @@ def test_tiny_ctc_model_overfits_multi30k_and_its_saved_model_matches_in_process
     assert "has no signature 'nbest'; it has beam, serving_default" in capsys.readouterr().err
 
 
-def test_greedy_ctc_converts_to_tflite_and_beam_is_refused_clearly(ctc_model, multi30k_dir,
-                                                                    tmp_path, capsys):
-    from tfnmt.export.saved_model import SavedModelTranslator
-    from tfnmt.export import tflite
-    model_dir, _, export = ctc_model
-    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path}",
-                   "--format=tflite", "--beam_size=1") == 0
-    lite = tflite.TFLiteTranslator(str(tmp_path / "ctc_nat" / "1"))
-    sources = tf.constant(multi30k_lines(multi30k_dir, "en", 10, start=100) + [""])
-    assert (lite.translate(sources)["translations"].numpy().tolist()
-            == SavedModelTranslator(export).translate(sources)["translations"].numpy().tolist())
-    capsys.readouterr()
-    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path}",
-                   "--format=tflite", "--beam_size=3") == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "tfnmt export: error: model 'ctc_nat' cannot be converted to TFLite: ops with no TFLite "
-        "builtin: tf.CTCBeamSearchDecoder")
-
-
 def test_decode_bench_compares_every_signature_of_several_exports(ctc_model, trained_model,
                                                                   multi30k_dir, tmp_path, capsys):
     _, _, ctc_export = ctc_model
