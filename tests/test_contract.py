@@ -194,20 +194,21 @@ def test_every_model_decodes_within_the_length_limit_and_its_export_translates_a
 
 
 def test_every_model_runs_on_tflite_as_in_process(trained_model, tmp_path):
-    """Every model converts to a builtin-ops flatbuffer that gives the in-process ids: with beam
-    search, or for a CTC model with its greedy search (TensorFlow's CTC beam decoder has no
-    TFLite builtin: refused in one line)."""
+    """Every model's step converts to a builtin-ops flatbuffer that gives the in-process ids
+    (greedy search: the beam search around the step is the same code for every model and
+    test_tflite.py converts it); a CTC model's beam search is refused in one line (TensorFlow's
+    CTC beam decoder has no TFLite builtin)."""
     source_vocab, target_vocab = load_vocabs(trained_model)
     sentence = "the red dog sees a bird"
     for name in sorted(TINY):
         keras.utils.set_random_seed(0)
         model = tiny_model(name, source_vocab.size, target_vocab.size)
-        options = DecodingOptions(beam_size=2, max_decode_length=8)
         if not model.autoregressive:
             with pytest.raises(ConfigError, match="CTCBeamSearchDecoder"):
-                tflite.convert(Translator(model, source_vocab, target_vocab, options))
-            options = DecodingOptions(beam_size=1, max_decode_length=8)
-        translator = Translator(model, source_vocab, target_vocab, options)
+                tflite.convert(Translator(model, source_vocab, target_vocab,
+                                          DecodingOptions(beam_size=2, max_decode_length=8)))
+        translator = Translator(model, source_vocab, target_vocab,
+                                DecodingOptions(beam_size=1, max_decode_length=8))
         phone = tflite.TFLiteTranslator(tflite.export(translator, trained_model, str(tmp_path), name, 1))
         source = phone.source_ids(sentence)
         ids, score = phone.translate_ids(source)
