@@ -136,7 +136,9 @@ def test_ctrl_c_during_translate_leaves_a_prefix_of_complete_lines(trained_model
         [sys.executable, "-m", "tfnmt", "translate", f"--model_dir={trained_model}",
          f"--input={source}", f"--output={out}", "--decode_batch_size=1", "--beam_size=1"],
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
+        stderr=subprocess.PIPE, text=True,
+        # A suite started in the background (`cmd &`) ignores SIGINT, and so would the child.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 240
     while time.time() < deadline and process.poll() is None and \
             (not out.exists() or out.read_text().count("\n") < 20):

@@ -613,8 +613,12 @@ def _browser():
                     None)
     driver = shutil.which("chromedriver")
     if not (chromium and driver):
-        pytest.skip("no Chromium and chromedriver on PATH (Debian: apt-get install chromium "
-                    "chromium-driver; .ci/run installs them)")
+        reason = ("no Chromium and chromedriver on PATH (Debian: apt-get install chromium "
+                  "chromium-driver; .ci/run installs them)")
+        # CI installs them, so there a missing browser is a failure, not a silent skip.
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
     from selenium import webdriver
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
