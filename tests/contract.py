@@ -48,11 +48,11 @@ def logits_of(output):
 
 
 def assert_incremental_equals_teacher_forcing(model, source, target_in, atol=1e-4):
-    """Decoding one position at a time through initial_state/step gives decode()'s logits.
-    Returns the state after the last step, for family-specific checks."""
+    """Decoding one position at a time through decoding_memory/initial_state/step gives
+    decode()'s logits. Returns the state after the last step, for family-specific checks."""
     logits = model({"source": source, "target_in": target_in})
     assert logits.shape == (*target_in.shape, model.target_vocab_size)
-    memory = model.encode(source)
+    memory = model.decoding_memory(model.encode(source))
     state = model.initial_state(memory)
     steps = []
     for t in range(target_in.shape[1]):

@@ -22,6 +22,9 @@ class TableModel:
     def __init__(self, table):
         self.table = tf.constant(np.log(np.asarray(table, np.float32) + 1e-12))
 
+    def decoding_memory(self, memory):
+        return memory
+
     def initial_state(self, memory):
         return {"steps": tf.zeros_like(memory["x"][:, 0], tf.int32)}
 

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO, events, run_cli, tiny_train_flags
-from contract import TINY, logits_of, tiny_model
+from contract import TINY, assert_incremental_equals_teacher_forcing, logits_of, tiny_model
 from tfnmt.cli import info
 from tfnmt.data.vocab import PAD_ID, load_vocabs
 from tfnmt.decoding.options import DecodingOptions
@@ -216,3 +216,28 @@ def test_every_model_runs_on_tflite_as_in_process(trained_model, tmp_path):
                                                                 tf.constant([len(source) - 1]))
         assert ids == [int(i) for i in expected_ids[0].numpy() if i != PAD_ID], name
         np.testing.assert_allclose(score, expected_score[0].numpy(), rtol=1e-4, atol=1e-5)
+
+
+# --- incremental decoding ------------------------------------------------------------------------
+AUTOREGRESSIVE = sorted(name for name in TINY if catalog.get(name).autoregressive)
+
+
+@pytest.mark.parametrize("name", AUTOREGRESSIVE)
+def test_incremental_decoding_equals_teacher_forcing(name):
+    assert_incremental_equals_teacher_forcing(tiny_model(name), SOURCE, TARGET_IN)
+
+
+@pytest.mark.parametrize("name", AUTOREGRESSIVE)
+def test_the_beam_search_reorders_only_state_that_differs_between_hypotheses(name):
+    # Beam search gathers every state tensor at every step; one that two hypotheses of the same
+    # sentence share whatever they chose (the source's attention keys, say) is a wasted copy per
+    # step and belongs in decoding_memory.
+    model = tiny_model(name)
+    memory = model.decoding_memory(model.encode(SOURCE[:1]))
+    memory = tf.nest.map_structure(lambda t: tf.repeat(t, 2, axis=0), memory)
+    state = model.initial_state(memory)
+    for time, ids in enumerate([[10, 11], [12, 12]]):
+        _, state = model.step(tf.constant(ids), time, state, memory)
+    shared = [path for path, tensor in keras.tree.flatten_with_path(state)
+              if np.array_equal(tensor[0].numpy(), tensor[1].numpy())]
+    assert shared == []

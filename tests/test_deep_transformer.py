@@ -196,7 +196,7 @@ def test_with_every_option_off_it_is_the_plain_transformer():
     copy_weights(plain, deep)
     inputs = {"source": SOURCE, "target_in": TARGET_IN}
     np.testing.assert_allclose(deep(inputs).numpy(), plain(inputs).numpy(), atol=1e-6)
-    memory = plain.encode(SOURCE)
+    memory = plain.decoding_memory(plain.encode(SOURCE))
     a, _ = plain.step(TARGET_IN[:, 0], 0, plain.initial_state(memory), memory)
     b, _ = deep.step(TARGET_IN[:, 0], 0, deep.initial_state(memory), memory)
     np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)

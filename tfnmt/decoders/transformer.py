@@ -1,8 +1,9 @@
 """The Transformer decoder (Vaswani et al. 2017), teacher-forced and incremental.
 
     decode(memory, target_in [B, T], training) -> logits [B, T, V]
-    initial_state(memory) -> {"layer_i": the layer's self-attention keys/values (empty) and
-                              the cross-attention keys/values of the memory}
+    decoding_memory(memory) -> the memory and {"cross": {"layer_i": the layer's cross-attention
+                               keys/values of the memory}}
+    initial_state(memory) -> {"layer_i": the layer's self-attention keys/values (empty)}
     step(ids [N], time, state, memory) -> (logits [N, V], state)
 
 `memory` is {"outputs": [B, S, d_model], "mask": [B, S]} (encoders/transformer.py). The output
@@ -78,6 +79,12 @@ class TransformerDecoder(Part):
     def decode(self, memory, target_in, training=False):
         return self.decode_with_states(memory, target_in, training)[0]
 
+    def decoding_memory(self, memory):
+        # The same for every hypothesis of a sentence: in the memory, the beam search tiles
+        # them once, where in the state it would reorder them at every step.
+        return dict(memory, cross={f"layer_{i}": layer.memory_cache(memory["outputs"])
+                                   for i, layer in enumerate(self.layers)})
+
     def initial_state(self, memory):
         return {f"layer_{i}": layer.initial_cache(memory["outputs"])
                 for i, layer in enumerate(self.layers)}
@@ -89,6 +96,11 @@ class TransformerDecoder(Part):
         return self.layers[-1].cross_attention.last_weights
 
     def step(self, ids, time, state, memory):
-        x, state = self.run_step(self.embedder.embed(ids[:, None], offset=time), state,
-                                 key_mask(memory["mask"]))
+        cross = memory["cross"]
+        # A layer's step reads its cache and the memory's keys/values as one dict.
+        caches = {name: dict(cache, **cross[name]) for name, cache in state.items()}
+        x, caches = self.run_step(self.embedder.embed(ids[:, None], offset=time), caches,
+                                  key_mask(memory["mask"]))
+        state = {name: {key: value for key, value in cache.items() if key not in cross[name]}
+                 for name, cache in caches.items()}
         return self.logits(x[:, 0]), state

@@ -1,6 +1,7 @@
 """One beam search for every autoregressive model; greedy search is beam size 1.
 
-The model is only touched through `initial_state` and `step` (see models/base.py). Finished
+The model is only touched through `decoding_memory`, `initial_state` and `step` (see
+models/base.py). Finished
 hypotheses are frozen with their length-penalised score; alive ones continue until they end in
 eos, reach their per-sentence length limit (where eos is forced) or can no longer beat the worst
 finished hypothesis of their sentence. With a width of 1 this is greedy search, except that with
@@ -119,6 +120,7 @@ def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode=
         raise ValueError(f"n_best={n_best} exceeds beam_size={beam_size}")
     K = beam_size
     batch = tf.shape(max_length)[0]
+    memory = model.decoding_memory(memory)
     memory = tf.nest.map_structure(lambda t: tf.repeat(t, K, axis=0), memory)  # row b*K + k
     max_steps = tf.reduce_max(max_length)
     limit = tf.repeat(max_length, K)  # [B*K]

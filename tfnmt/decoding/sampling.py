@@ -54,6 +54,7 @@ def search(model, memory, max_length, choose=None, alpha=0.6, penalty_mode="gnmt
       length-penalised log-probability of the translation, as beam search scores one.
     """
     batch = tf.shape(max_length)[0]
+    memory = model.decoding_memory(memory)
 
     def cond(s):
         return tf.logical_and(s.time < tf.reduce_max(max_length),

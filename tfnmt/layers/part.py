@@ -30,5 +30,9 @@ class Part(keras.layers.Layer):
         """A decoder's memory from its encoder's output (default: the output as it is)."""
         return encoded
 
+    def decoding_memory(self, memory):
+        """The memory its `step` reads (models/base.py; default: the memory as it is)."""
+        return memory
+
     def call(self, *args, **kwargs):
         raise TypeError(f"{type(self).__name__} is a part: call its methods, not the part")

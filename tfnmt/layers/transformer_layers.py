@@ -82,7 +82,8 @@ class TransformerDecoderLayer(_Sublayers):
     """Causal self-attention, attention over the encoder memory, feed-forward.
 
     `call` runs teacher forcing over [B, T, d]; `step` runs one position with a cache holding this
-    layer's self-attention keys/values so far and the memory's cross-attention keys/values.
+    layer's self-attention keys/values so far (`initial_cache`) and the memory's cross-attention
+    keys/values (`memory_cache`).
     """
 
     def build(self, input_shape):
@@ -107,10 +108,15 @@ class TransformerDecoderLayer(_Sublayers):
         return self._residual(x, self.norms[2], lambda y: self.ffn(y, training=training), training)
 
     def initial_cache(self, memory):
-        keys, values = self.cross_attention.project_key_value(memory)
+        """The self-attention keys/values so far (none) for the sentences of `memory`."""
         cache = self.self_attention.empty_cache(tf.shape(memory)[0], memory.dtype)
-        return {"self_key": cache["key"], "self_value": cache["value"],
-                "memory_key": keys, "memory_value": values}
+        return {"self_key": cache["key"], "self_value": cache["value"]}
+
+    def memory_cache(self, memory):
+        """The cross-attention keys/values of `memory` [B, S, d], which `step` reads from its
+        cache beside the self-attention entries."""
+        keys, values = self.cross_attention.project_key_value(memory)
+        return {"memory_key": keys, "memory_value": values}
 
     def step(self, x, cache, memory_allowed):
         """x: [N, 1, d] -> ([N, 1, d], updated cache)."""

@@ -5,12 +5,16 @@ architecture plugs in by subclassing `Seq2SeqModel` and registering itself:
 
     encode(source [B, S], training) -> memory          any nest of tensors, batch-major
     decode(memory, target_in [B, T], training) -> logits [B, T, V]   (teacher forcing)
+    decoding_memory(memory) -> memory                   adds what every step reads (default: as is)
     initial_state(memory) -> state                      any nest of tensors, batch-major
     step(ids [N], time, state, memory) -> (logits [N, V], state)     one decoding step
     translation_loss(labels, logits) -> (loss, num_tokens)
 
-Beam search tiles `memory` once and reorders `state` with `tf.gather` on axis 0: everything in
-both must therefore have the batch as its first dimension. Auxiliary losses (e.g. a diversity
+Decoding calls `decoding_memory` once per batch, before beam search tiles the memory once;
+`initial_state` and `step` get that memory. Beam search reorders `state` with `tf.gather` on
+axis 0 at every step, so what never differs between the hypotheses of one sentence (attention
+keys of the source, say) belongs in the memory, not in the state. Everything in both must have
+the batch as its first dimension. Auxiliary losses (e.g. a diversity
 term) are added with `self.add_loss` inside `call` and summed into the training loss.
 
 A model is decoded by the strategies of its `strategy_family` (decoding/strategies.py). A CTC
@@ -80,6 +84,9 @@ class Seq2SeqModel(keras.Model):
 
     def decode(self, memory, target_in, training=False):
         raise NotImplementedError(f"{type(self).__name__} must implement decode()")
+
+    def decoding_memory(self, memory):
+        return memory
 
     def initial_state(self, memory):
         raise NotImplementedError(f"{type(self).__name__} must implement initial_state()")
@@ -250,6 +257,9 @@ class EncoderDecoder(Seq2SeqModel):
 
     def decode(self, memory, target_in, training=False):
         return self.decoder.decode(memory, target_in, training=training)
+
+    def decoding_memory(self, memory):
+        return self.decoder.decoding_memory(memory)
 
     def initial_state(self, memory):
         return self.decoder.initial_state(memory)
