@@ -10,7 +10,7 @@ from conftest import REPO
 
 # Experiment files (configs/experiments/) name such flagfiles: tests/test_experiment.py.
 CONFIGS = sorted(p for p in glob.glob(os.path.join(REPO, "configs", "**", "*.cfg"), recursive=True)
-                 if os.path.basename(os.path.dirname(p)) != "experiments")
+                 if not os.path.relpath(p, REPO).startswith(os.path.join("configs", "experiments")))
 
 
 def test_there_are_configs():

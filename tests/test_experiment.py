@@ -152,16 +152,19 @@ def test_an_experiment_needs_one_budget(tmp_path, capsys):
     assert "one budget" in capsys.readouterr().err
 
 
-EXPERIMENTS = sorted(glob.glob(os.path.join(REPO, "configs", "experiments", "*.cfg")))
+EXPERIMENTS = sorted(glob.glob(os.path.join(REPO, "configs", "experiments", "**", "*.cfg"),
+                           recursive=True))
 
 
-def test_there_is_an_experiment_per_paper():
-    names = {os.path.basename(p)[:-len(".cfg")] for p in EXPERIMENTS}
-    assert {"densenmt", "deeplau", "deeplau-2x2", "deep_representations", "ctc_nat",
-            "conv_encoder"} <= names
+def test_there_is_an_experiment_per_paper_at_the_cpu_and_the_gpu_budget():
+    papers = {"densenmt", "deeplau", "deeplau-2x2", "deep_representations", "ctc_nat",
+              "conv_encoder"}
+    for folder in ("experiments", "gpu"):
+        assert papers <= {os.path.basename(p)[:-len(".cfg")] for p in EXPERIMENTS
+                          if os.path.basename(os.path.dirname(p)) == folder}
 
 
-@pytest.mark.parametrize("path", EXPERIMENTS, ids=[os.path.basename(p) for p in EXPERIMENTS])
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=[os.path.relpath(p, REPO) for p in EXPERIMENTS])
 def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
     monkeypatch.chdir(REPO)  # experiment files name flagfiles by paths from the repository root
     from tfnmt.cli import experiment
@@ -172,14 +175,20 @@ def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
     try:
         FLAGS(["tfnmt", f"--flagfile={path}"])
         spec = experiment.spec_from_flags(read(ExperimentOptions))
-        assert spec["budget"]["train_steps"] == 1500 and spec["budget"]["batch_tokens"] == 2048
-        assert spec["seeds"] == [1, 2] and spec["test_splits"] == ["test"]
+        budget = spec["budget"]
+        if os.path.basename(os.path.dirname(path)) == "gpu":  # the papers' sizes and data
+            assert spec["seeds"] == [1, 2, 3] and budget["train_steps"] >= 100_000
+        else:  # configs/experiments/cpu.flags
+            assert budget["train_steps"] == 1500 and budget["batch_tokens"] == 2048
+            assert spec["seeds"] == [1, 2] and spec["test_splits"] == ["test"]
         forwarded = experiment.forwarded_flags()
-        assert "--train_steps=1500" in forwarded and "--batch_tokens=2048" in forwarded
+        assert f"--train_steps={budget['train_steps']}" in forwarded
         for name, flagfile in spec["systems"]:
             FLAGS.unparse_flags()
             FLAGS(["tfnmt", f"--flagfile={flagfile}", *forwarded])
             catalog.get(FLAGS.model)
-            assert FLAGS.train_steps == 1500, name  # the experiment's budget wins
+            # The experiment's budget wins over the system's own.
+            assert [FLAGS[n].value for n in experiment.BUDGET] == [
+                budget[n] for n in experiment.BUDGET], name
     finally:
         FLAGS.unparse_flags()
