@@ -150,6 +150,14 @@ def test_an_experiment_needs_one_budget(tmp_path, capsys):
     config = _write(tmp_path / "x.cfg", ["--experiment=x", "--systems=a=x.cfg,b=x.cfg"])
     assert run_cli("experiment", f"--flagfile={config}") == 2
     assert "one budget" in capsys.readouterr().err
+    # Sentence batches with the token batches' default left on: the report would state one
+    # budget and the runs train another.
+    config = _write(tmp_path / "y.cfg", ["--experiment=y", "--systems=a=x.cfg,b=x.cfg",
+                                         "--train_steps=10", "--batch_size=8"])
+    assert run_cli("experiment", f"--flagfile={config}") == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "tfnmt experiment: error: an experiment's batches are either --batch_tokens or "
+        "--batch_size, the other 0, not --batch_tokens=4096 and --batch_size=8")
 
 
 EXPERIMENTS = sorted(glob.glob(os.path.join(REPO, "configs", "experiments", "**", "*.cfg"),

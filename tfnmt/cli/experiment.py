@@ -33,8 +33,9 @@ def forwarded_flags():
     from tfnmt.cli.verbs import VERBS
     train = VERBS["train"]
     # Those `train` reads in every mode: it refuses the others on its command line.
+    # The budget always, defaults included: the report states it, so every run must get it.
     return [FLAGS[name].serialize() for name in sorted(train.names() - _NOT_FORWARDED)
-            if FLAGS[name].present and None in train.modes(name)]
+            if (FLAGS[name].present or name in BUDGET) and None in train.modes(name)]
 
 
 def spec_from_flags(o):
@@ -44,6 +45,10 @@ def spec_from_flags(o):
                                                or FLAGS["batch_size"].present):
         raise ConfigError("an experiment has one budget for every system: set --train_steps and "
                           "--batch_tokens (or --batch_size) in it")
+    if (FLAGS.batch_tokens > 0) == (FLAGS.batch_size > 0):
+        raise ConfigError(f"an experiment's batches are either --batch_tokens or --batch_size, "
+                          f"the other 0, not --batch_tokens={FLAGS.batch_tokens} and "
+                          f"--batch_size={FLAGS.batch_size}")
     edges = length_buckets.parse_edges(FLAGS.length_buckets) if FLAGS.length_buckets else None
     decoding = dataclasses.asdict(common.decode_options())
     return {
