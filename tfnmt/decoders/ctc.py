@@ -16,7 +16,8 @@ from tfnmt.layers.position import SinusoidalPosition
 from tfnmt.layers.state_splitter import StateSplitter
 from tfnmt.decoders.transformer import TransformerDecoder
 from tfnmt.layers.hparams import HParam
-from tfnmt.layers.transformer_layers import TransformerDecoderLayer, layer_args, token_embedding
+from tfnmt.layers.transformer_layers import (TransformerDecoderLayer, layer_args, tied_logits,
+                                             token_embedding)
 
 
 class CTCDecoder(Part):
@@ -80,4 +81,4 @@ class CTCDecoder(Part):
         # instead would copy the largest tensor of the model ([B, k·S, V + 1]) once more.
         matrix = tf.concat([self.embedding.embeddings, tf.transpose(self.output_blank.kernel)], 0)
         bias = tf.pad(self.output_blank.bias, [[self.vocab_size, 0]])
-        return tf.matmul(x, tf.cast(matrix, x.dtype), transpose_b=True) + tf.cast(bias, x.dtype)
+        return tied_logits(x, matrix) + tf.cast(bias, x.dtype)

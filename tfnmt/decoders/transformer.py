@@ -17,7 +17,7 @@ from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.part import Part
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerDecoderLayer,
-                                             layer_args, token_embedding)
+                                             layer_args, tied_logits, token_embedding)
 
 
 class TransformerDecoder(Part):
@@ -68,7 +68,7 @@ class TransformerDecoder(Part):
             x = self.norm(x)
         if self.output_projection is not None:
             return self.output_projection(x)
-        return tf.matmul(x, tf.cast(self.embedding.embeddings, x.dtype), transpose_b=True)
+        return tied_logits(x, self.embedding.embeddings)
 
     def decode_with_states(self, memory, target_in, training=False):
         x = self.embedder.embed(target_in, training=training)

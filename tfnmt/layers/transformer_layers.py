@@ -153,6 +153,15 @@ def token_embedding(vocab_size, d_model, name):
                                       stddev=d_model ** -0.5))
 
 
+def tied_logits(x, matrix):
+    """x [..., d] times the transpose of `matrix` [V, d] (a tied embedding): logits [..., V].
+
+    As one 2-D matmul: a batched matmul of x [B, T, d] with the 2-D matrix would broadcast it
+    to every sentence, and its gradient would be a [B, V, d] tensor before the sum over B."""
+    flat = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), tf.cast(matrix, x.dtype), transpose_b=True)
+    return tf.reshape(flat, tf.concat([tf.shape(x)[:-1], tf.shape(matrix)[:1]], 0))
+
+
 def layer_args(h):
     """The keyword arguments of every Transformer layer of a stack."""
     return dict(num_heads=h["num_heads"], ffn_dim=h["ffn_dim"], dropout=h["dropout"],
