@@ -93,7 +93,7 @@ VERBS = {
         *TRANSLATOR,
         [group("translation")]),
     "export": Verb(
-        "export a SavedModel for TF Serving",
+        "export a SavedModel for TF Serving, a TFLite flatbuffer or a CTranslate2 model",
         [group("model_dir"), group("decoding"), "n_best", "alignments", group("export")]),
     "serve": Verb(
         "serve exported models over TF Serving's REST API",
