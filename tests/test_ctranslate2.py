@@ -149,3 +149,22 @@ def test_other_models_are_refused_in_one_line(trained_model, tmp_path, capsys, m
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tfnmt export: error: ") and named in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_bench_compare_prints_the_side_by_side_table(trained_model, corpus, capsys):
+    assert run_cli("bench", "--bench=translate", "--compare_ctranslate2",
+                   f"--model_dir={trained_model}", f"--data=text:{corpus}", "--bench_sentences=12",
+                   "--bench_latency_sentences=3", "--decode_batch_size=4", "--beam_size=2",
+                   "--length_penalty_mode=length") == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    result = json.loads(lines[-1])
+    assert lines[:6] == result["table"].splitlines()[:6]
+    assert [line.split(" | ")[0] for line in lines[2:6]] == [
+        "| beam 2, batch 4", "| beam 2, batch 1, p50", "| greedy, batch 4",
+        "| greedy, batch 1, p50"]
+    assert result["results"]["greedy"]["agreement"] == "12/12"
+    assert "greedy 12/12 sentences" in result["table"]
+    beam = result["results"]["beam"]
+    assert (beam["beam_size"], beam["length_penalty_mode"]) == (2, "length")
+    for decode in result["results"].values():
+        assert decode["tfnmt_sentences_per_second"] > 0 and decode["ct2_sentences_per_second"] > 0
