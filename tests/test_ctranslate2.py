@@ -168,3 +168,33 @@ def test_bench_compare_prints_the_side_by_side_table(trained_model, corpus, caps
     assert (beam["beam_size"], beam["length_penalty_mode"]) == (2, "length")
     for decode in result["results"].values():
         assert decode["tfnmt_sentences_per_second"] > 0 and decode["ct2_sentences_per_second"] > 0
+
+
+def test_pre_norm_untied_shared_embeddings_map_too(trained_model, tmp_path):
+    """The variants the trained fixture lacks, on fresh weights: pre-norm (final norms), an
+    output projection of its own, one embedding matrix for source and target."""
+    import ctranslate2
+    import sentencepiece as spm
+
+    from tfnmt.data.vocab import EOS_ID, load_vocabs
+    from tfnmt.decoding.options import DecodingOptions
+    from tfnmt.export import ctranslate2 as ct2_export
+    from tfnmt.models import catalog
+    with open(os.path.join(trained_model, "config.json")) as f:
+        config = json.load(f)
+    config["hparams"].update(pre_norm=True, tie_output=False, share_embeddings=True,
+                             encoder_layers=2, decoder_layers=2)
+    model = catalog.build(config)
+    for weight in model.weights:  # norms and biases start at 1 and 0: make them matter
+        weight.assign(weight.numpy() + np.random.default_rng(0).normal(0, 0.1, weight.shape))
+    ct2_export.save(model, *load_vocabs(trained_model), DecodingOptions(), str(tmp_path / "m"))
+    translator = ctranslate2.Translator(str(tmp_path / "m"))
+    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "m" / "spm.model"))
+    targets = [p[1] for p in synthetic_pairs(5, seed=11)]
+    scored = translator.score_batch(sp.encode(SENTENCES[:5], out_type=str),
+                                    sp.encode(targets, out_type=str))
+    for source, target, result in zip(SENTENCES, targets, scored):
+        target_ids = sp.encode(target)
+        lp = log_probs(model, sp, source, target_ids)
+        expected = lp[np.arange(len(target_ids) + 1), target_ids + [EOS_ID]] + banned_log_mass(lp)
+        np.testing.assert_allclose(result.log_probs, expected, atol=5e-5)
