@@ -25,7 +25,10 @@ setup(
     ],
     # BLEU on Japanese / Korean targets tokenises with MeCab (sacreBLEU's ja-mecab, ko-mecab).
     extras_require={"ja": ["sacrebleu[ja]==2.6.0"], "ko": ["sacrebleu[ko]==2.6.0"],
+                    # `tfnmt export --format=ctranslate2`, `tfnmt bench --compare_ctranslate2`.
+                    "ctranslate2": ["ctranslate2==4.8.5"],
                     # The demo page's browser test drives the system's Chromium (.ci/run installs it).
-                    "test": ["pytest>=8", "sacrebleu[ja,ko]==2.6.0", "selenium>=4.20"]},
+                    "test": ["pytest>=8", "sacrebleu[ja,ko]==2.6.0", "selenium>=4.20",
+                             "ctranslate2==4.8.5"]},
     entry_points={"console_scripts": ["tfnmt=tfnmt.cli.main:run"]},
 )

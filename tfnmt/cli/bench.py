@@ -4,7 +4,9 @@
                      config) describe, on its training data, from fresh weights; only the
                      vocabulary is written if the model directory has none
   --bench=translate  sentences/s at --decode_batch_size and batch-1 latency of a checkpoint,
-                     an exported model (--saved_model) or a served one (--server) on the test split
+                     an exported model (--saved_model) or a served one (--server) on the test split;
+                     with --compare_ctranslate2, side by side with the same weights converted to
+                     CTranslate2 (cli/bench_ctranslate2.py)
   --bench=decode     the same two numbers for several exports side by side
                      (--saved_model=A,B,...; every signature of each, e.g. a non-autoregressive
                      model's greedy serving_default and its beam), on the same test sentences,
@@ -76,6 +78,12 @@ def bench_train():
 
 
 def bench_translate():
+    if FLAGS.compare_ctranslate2:
+        if FLAGS.server:
+            raise ConfigError("--compare_ctranslate2 converts a checkpoint (--model_dir) or an "
+                              "export (--saved_model), not a served model")
+        from tfnmt.cli import bench_ctranslate2
+        return bench_ctranslate2.compare()
     config, translator = common.translator_from_flags()
     spec = common.data_spec(config)
     sentences, _ = sources.references(spec, common.splits(spec)[2], FLAGS.bench_sentences)
@@ -232,5 +240,7 @@ def run():
         return results
     benches = {"train": bench_train, "translate": bench_translate, "decode": bench_decode}
     result = benches[FLAGS.bench]()
+    if "table" in result:
+        print(result["table"])
     print(json.dumps(result))
     return result

@@ -1,12 +1,14 @@
-"""tfnmt export: a TF-Serving-ready SavedModel (tokenizer and beam search inside), or a TFLite
-flatbuffer for phones (--format=tflite)."""
+"""tfnmt export: a TF-Serving-ready SavedModel (tokenizer and beam search inside), a TFLite
+flatbuffer for phones (--format=tflite), or a CTranslate2 model (--format=ctranslate2)."""
 
 from absl import logging
 
 from tfnmt.cli import common
 from tfnmt.cli.flags import FLAGS
+from tfnmt import model_dir as model_dir_lib
+from tfnmt.data.vocab import load_vocabs
 from tfnmt.errors import ConfigError
-from tfnmt.export import saved_model, tflite
+from tfnmt.export import ctranslate2, saved_model, tflite
 
 
 def run():
@@ -18,6 +20,8 @@ def run():
     if FLAGS.format == "tflite" and FLAGS.alignments != "none":
         raise ConfigError("--alignments applies to SavedModel exports: a TFLite flatbuffer "
                           "returns translations only")
+    if FLAGS.format == "ctranslate2":
+        return _ctranslate2()
     config, translator = common.load_translator()
     name = FLAGS.export_name or config["model"]
     if FLAGS.format == "tflite":
@@ -32,4 +36,19 @@ def run():
     logging.info("exported %s (%s; length penalty %s)", path, ", ".join(
         f"{name}: {type(s).__name__} width {s.width}" for name, s in served.items()),
         FLAGS.length_penalty)
+    print(path)
+
+
+def _ctranslate2():
+    # CTranslate2 takes its decoding settings per call, so only the model is converted.
+    for flag in ("n_best", "alignments", "quantize"):
+        if FLAGS[flag].value != FLAGS[flag].default:
+            raise ConfigError(f"--{flag} does not apply to --format=ctranslate2: CTranslate2 "
+                              "chooses it when it translates (README: CTranslate2)")
+    ctranslate2.check_model(model_dir_lib.read_config(FLAGS.model_dir)["model"])
+    config, translator = common.load_translator()
+    path = ctranslate2.export(translator.model, *load_vocabs(FLAGS.model_dir), translator.options,
+                              FLAGS.export_dir, FLAGS.export_name or config["model"],
+                              FLAGS.export_version)
+    logging.info("exported %s (CTranslate2)", path)
     print(path)

@@ -93,7 +93,7 @@ VERBS = {
         *TRANSLATOR,
         [group("translation")]),
     "export": Verb(
-        "export a SavedModel for TF Serving",
+        "export a SavedModel for TF Serving, a TFLite flatbuffer or a CTranslate2 model",
         [group("model_dir"), group("decoding"), "n_best", "alignments", group("export")]),
     "serve": Verb(
         "serve exported models over TF Serving's REST API",
@@ -128,7 +128,8 @@ VERBS = {
           "shuffle_buffer", "max_source_length", "max_target_length", "bench_steps"]),
         *[(_bench("translate") & when, names) for when, names in TRANSLATOR],
         (_bench("translate"), [*DATA_SOURCE, "test_split", "bench_sentences",
-                               "bench_latency_sentences", "decode_batch_size"]),
+                               "bench_latency_sentences", "decode_batch_size",
+                               "compare_ctranslate2"]),
         (_bench("decode"), ["saved_model", *DATA_SOURCE, "test_split", "bench_sentences",
                             "bench_latency_sentences", "decode_batch_size"]),
         (_bench("serve"), ["served_model", "model_version", "server_timeout", "bench_clients",

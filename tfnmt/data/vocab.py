@@ -85,6 +85,10 @@ class Vocab:
     def decode(self, ids):
         return self._processor.decode(ids)
 
+    def pieces(self):
+        """Every piece, in id order."""
+        return [self._processor.id_to_piece(i) for i in range(self.size)]
+
 
 def vocab_paths(model_dir):
     """(source path, target path) of the model's vocabularies; equal for a joint vocabulary."""

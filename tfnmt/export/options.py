@@ -9,9 +9,10 @@ from tfnmt.options import option
 @dataclasses.dataclass(frozen=True)
 class ExportOptions:
     format: str = option(
-        "saved_model", "Export format: a TF Serving SavedModel (text in, text out) or a TFLite "
-        "flatbuffer for phones (ids in, ids out; SentencePiece model beside it).",
-        choices=("saved_model", "tflite"))
+        "saved_model", "Export format: a TF Serving SavedModel (text in, text out), a TFLite "
+        "flatbuffer for phones (ids in, ids out; SentencePiece model beside it), or a "
+        "CTranslate2 model of a plain transformer (SentencePiece model beside it; pip install "
+        "-e \".[ctranslate2]\").", choices=("saved_model", "tflite", "ctranslate2"))
     quantize: str = option("none", "TFLite weights: float32, dynamic-range int8, or float16.",
                            choices=("none", "dynamic", "float16"))
     export_dir: str = option(None, "Export base directory; the model goes to DIR/NAME/VERSION.")
