@@ -2,7 +2,6 @@
 model decodes as tfnmt does (README: CTranslate2)."""
 
 import json
-import math
 import os
 
 import numpy as np
@@ -73,17 +72,21 @@ def banned_log_mass(log_probs):
 
 def test_forward_pass_equals_tfnmt(trained_model, ct2):
     """CTranslate2's log-probabilities of given targets are tfnmt's, to float32 rounding."""
-    from tfnmt.data.vocab import EOS_ID
     translator, sp = ct2
-    model = tfnmt_translator(trained_model).model
-    targets = [p[1] for p in synthetic_pairs(20, seed=11)]
-    scored = translator.score_batch(sp.encode(SENTENCES, out_type=str),
+    assert_scores_equal(translator, sp, tfnmt_translator(trained_model).model, 20, atol=2e-5)
+
+
+def assert_scores_equal(translator, sp, model, count, atol):
+    """CTranslate2's per-token log-probabilities of `count` targets are tfnmt's."""
+    from tfnmt.data.vocab import EOS_ID
+    targets = [p[1] for p in synthetic_pairs(count, seed=11)]
+    scored = translator.score_batch(sp.encode(SENTENCES[:count], out_type=str),
                                     sp.encode(targets, out_type=str))
     for source, target, result in zip(SENTENCES, targets, scored):
         target_ids = sp.encode(target)
         lp = log_probs(model, sp, source, target_ids)
         expected = lp[np.arange(len(target_ids) + 1), target_ids + [EOS_ID]] + banned_log_mass(lp)
-        np.testing.assert_allclose(result.log_probs, expected, atol=2e-5)
+        np.testing.assert_allclose(result.log_probs, expected, atol=atol)
 
 
 def expected_ct2_score(model, sp, source, text, tfnmt_score, alpha):
@@ -176,7 +179,7 @@ def test_pre_norm_untied_shared_embeddings_map_too(trained_model, tmp_path):
     import ctranslate2
     import sentencepiece as spm
 
-    from tfnmt.data.vocab import EOS_ID, load_vocabs
+    from tfnmt.data.vocab import load_vocabs
     from tfnmt.decoding.options import DecodingOptions
     from tfnmt.export import ctranslate2 as ct2_export
     from tfnmt.models import catalog
@@ -190,11 +193,4 @@ def test_pre_norm_untied_shared_embeddings_map_too(trained_model, tmp_path):
     ct2_export.save(model, *load_vocabs(trained_model), DecodingOptions(), str(tmp_path / "m"))
     translator = ctranslate2.Translator(str(tmp_path / "m"))
     sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "m" / "spm.model"))
-    targets = [p[1] for p in synthetic_pairs(5, seed=11)]
-    scored = translator.score_batch(sp.encode(SENTENCES[:5], out_type=str),
-                                    sp.encode(targets, out_type=str))
-    for source, target, result in zip(SENTENCES, targets, scored):
-        target_ids = sp.encode(target)
-        lp = log_probs(model, sp, source, target_ids)
-        expected = lp[np.arange(len(target_ids) + 1), target_ids + [EOS_ID]] + banned_log_mass(lp)
-        np.testing.assert_allclose(result.log_probs, expected, atol=5e-5)
+    assert_scores_equal(translator, sp, model, 5, atol=5e-5)
