@@ -192,7 +192,7 @@ def test_bad_settings_are_config_errors(bad, message):
 
 
 # --- trained on a Multi30k slice: export, TFLite, decode benchmark --------------------------------
-CTC_SMALL = ["--model=ctc_nat", "--encoder_layers=2", "--decoder_layers=2", "--d_model=64",
+CTC_SMALL = ["--model=ctc_nat", "--encoder_layers=1", "--decoder_layers=1", "--d_model=64",
              "--ffn_dim=128", "--num_heads=4", "--pre_norm"]
 
 
@@ -200,9 +200,10 @@ CTC_SMALL = ["--model=ctc_nat", "--encoder_layers=2", "--decoder_layers=2", "--d
 def ctc_model(multi30k_dir, tmp_path_factory):
     """Trained, exported, and the checkpoint's greedy and beam translations of 12 training
     sentences and an empty line compared with the SavedModel's default and beam signatures.
-    The loss falls from 6.5 to 0.05 over steps 226-300 (2.1 over steps 151-225)."""
+    The loss falls from 6.4 to 0.03 over steps 181-240 (1.0 over steps 121-180); with a
+    learning rate of 1e-12 it stays near 14.5."""
     run = overfit_export_and_compare(
-        str(tmp_path_factory.mktemp("ctc")), multi30k_dir, *CTC_SMALL, steps=300,
+        str(tmp_path_factory.mktemp("ctc")), multi30k_dir, *CTC_SMALL, steps=240,
         learning_rate=3e-3, below=2.0, extra_sources=[""],
         compare=((("--beam_size=1",), ()), (("--beam_size=3",), ("--signature=beam",))))
     return run.model_dir, run, run.saved_model

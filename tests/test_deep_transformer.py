@@ -388,13 +388,14 @@ def test_init_from_the_command_line(corpus, trained_model, tmp_path, capsys, cap
 
 # --- end to end ----------------------------------------------------------------------------------
 def test_hierarchical_with_diversity_overfits_multi30k_and_its_export_matches(multi30k_dir, tmp_path):
-    # The translation loss falls from 4.7 to 0.19 nats per target token over steps 91-120 (below
-    # 1.2 is asserted); the objective, which subtracts the diversity, is below it.
+    # The translation loss falls from 5.0 to 0.46 nats per target token over steps 61-80 (below
+    # 1.2 is asserted; at a learning rate of 1e-12 it stays near 6); the objective, which subtracts
+    # the diversity, is below it.
     run = overfit_export_and_compare(
         str(tmp_path), multi30k_dir, "--model=deep_transformer", "--encoder_layers=2",
         "--decoder_layers=2", "--d_model=64", "--ffn_dim=128", "--num_heads=4",
         "--encoder_aggregation=hierarchical", "--decoder_aggregation=hierarchical",
-        "--diversity_weight=1", steps=120, learning_rate=3e-3, below=1.2,
+        "--diversity_weight=1", steps=80, learning_rate=5e-3, below=1.2,
         tag="train/translation_loss")
     diversity = [v for _, v in events(run.model_dir, "train/diversity")]
     losses = [v for _, v in events(run.model_dir, "train/loss")]

@@ -76,7 +76,9 @@ def test_tflite_outputs_exactly_the_saved_model_ids(dense_model, export, multi30
     translate_ids = tf.function(lambda source, lengths: translator.translate_ids(source, lengths),
                                 input_signature=[tf.TensorSpec([1, None], tf.int32),
                                                  tf.TensorSpec([1], tf.int32)])
-    for sentence in sources[:-1]:
+    # Sentence by sentence costs two searches each: a few short and the long ones suffice; the
+    # batch comparison below covers them all.
+    for sentence in sources[:8] + sources[30:36]:
         ids, _ = lite.translate_ids(lite.source_ids(sentence))
         source, lengths = translator.tokenize(tf.constant([sentence]))
         expected, _ = translate_ids(source, lengths)
