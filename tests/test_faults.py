@@ -15,7 +15,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from conftest import events, run_cli, run_cli_subprocess, synthetic_pairs, tiny_train_flags
+from conftest import events, run_cli, synthetic_pairs, tiny_train_flags
 from tfnmt.decoding.backend import Backend
 from tfnmt.models import catalog
 from tfnmt.serving.client import ServerError
@@ -237,18 +237,18 @@ def test_full_disk_during_a_checkpoint_save_stops_training_and_loses_nothing(
             f.write(b"half")
         raise _full_disk(os.path.join(self.directory, f"ckpt-{checkpoint_number}_temp"))
     monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
-    flags = tiny_train_flags(corpus, model_dir, steps=20)  # saves at 10 and 20
+    flags = [*tiny_train_flags(corpus, model_dir, steps=4), "--bleu_sentences=0"]  # saves at 2 and 4
     assert run_cli("train", *flags) == 2
     line = _error(capsys)
-    assert line == (f"tfnmt train: error: cannot write {model_dir}/ckpt/ckpt-20: no space left on "
+    assert line == (f"tfnmt train: error: cannot write {model_dir}/ckpt/ckpt-4: no space left on "
                     f"device; free some space, then run the same command again: training resumes "
-                    f"from {model_dir}/ckpt/ckpt-10")
+                    f"from {model_dir}/ckpt/ckpt-2")
     assert sorted(os.listdir(os.path.join(model_dir, "ckpt"))) == [
-        "checkpoint", "ckpt-10.data-00000-of-00001", "ckpt-10.index"]
-    assert [_restorable(p) for p in checkpoints.list_checkpoints(model_dir)] == [10]
+        "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
+    assert [_restorable(p) for p in checkpoints.list_checkpoints(model_dir)] == [2]
     monkeypatch.setattr(tf.train.CheckpointManager, "save", real_save)
     assert run_cli("train", *flags) == 0
-    assert [_restorable(p) for p in checkpoints.list_checkpoints(model_dir)] == [20, 10]
+    assert [_restorable(p) for p in checkpoints.list_checkpoints(model_dir)] == [4, 2]
 
 
 def test_full_disk_while_keeping_a_best_checkpoint_keeps_the_previous_best(tmp_path, monkeypatch):
@@ -272,20 +272,23 @@ def test_full_disk_while_keeping_a_best_checkpoint_keeps_the_previous_best(tmp_p
     checkpoints.restore_model(model, checkpoints.resolve(model_dir, "best"))
 
 
-def test_killed_training_resumes_from_the_last_checkpoint_again_and_again(corpus, tmp_path):
+def test_killed_training_resumes_from_the_last_checkpoint_again_and_again(corpus, tmp_path, caplog):
     """kill -9 at random points of a run that saves every step, three times; every checkpoint
-    left is restorable, and the run then completes with the right step count."""
+    left is restorable, and the run then resumes and completes with the right step count."""
     model_dir = str(tmp_path / "m")
-    steps = 120
-    flags = tiny_train_flags(corpus, model_dir, steps=steps)
-    flags = [f for f in flags if not f.startswith(("--save_every", "--validate_every", "--bleu"))]
-    flags += ["--save_every=1", "--validate_every=1000", "--bleu_sentences=0", "--keep_checkpoints=3"]
+
+    def flags(steps):
+        kept = [f for f in tiny_train_flags(corpus, model_dir, steps=steps)
+                if not f.startswith(("--save_every", "--validate_every", "--bleu"))]
+        return kept + ["--save_every=1", "--validate_every=1000", "--bleu_sentences=0",
+                       "--keep_checkpoints=3"]
+    steps = 120  # far more than the killed runs reach
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     state = os.path.join(model_dir, "ckpt", "checkpoint")
     rng = random.Random(0)
     saved = [0]
     for kill in range(3):
-        process = subprocess.Popen([sys.executable, "-m", "tfnmt", "train", *flags], env=env,
+        process = subprocess.Popen([sys.executable, "-m", "tfnmt", "train", *flags(steps)], env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 240
         while time.time() < deadline and process.poll() is None and \
@@ -301,11 +304,13 @@ def test_killed_training_resumes_from_the_last_checkpoint_again_and_again(corpus
         saved.append(_restorable(listed[0]))
         assert saved[-1] > saved[-2] and saved[-1] < steps
     # A kill between writing ckpt-N's files and updating the state file leaves ckpt-N behind,
-    # listed nowhere; training resumes from the state file's newest.
+    # listed nowhere; training resumes from the state file's newest. Its budget ends 3 steps
+    # later (the steps up to 120 would only repeat what the killed runs did).
     (tmp_path / "m" / "ckpt" / "ckpt-999_temp").mkdir()  # as a kill mid-save leaves it
-    resumed = run_cli_subprocess("train", *flags, check=True)
-    assert f"resuming from {model_dir}/ckpt/ckpt-{saved[-1]} at step {saved[-1]} " in resumed.stderr
+    end = saved[-1] + 3
+    assert run_cli("train", *flags(end)) == 0
+    assert f"resuming from {model_dir}/ckpt/ckpt-{saved[-1]} at step {saved[-1]} " in caplog.text
     assert not glob.glob(os.path.join(model_dir, "ckpt", "*_temp*"))
     listed = checkpoints.list_checkpoints(model_dir)
-    assert [_restorable(p) for p in listed] == [steps, steps - 1, steps - 2]
-    assert events(model_dir, "train/loss")[-1][0] == steps
+    assert [_restorable(p) for p in listed] == [end, end - 1, end - 2]
+    assert events(model_dir, "train/loss")[-1][0] == end

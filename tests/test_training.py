@@ -1,6 +1,7 @@
 import glob
 import json
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -31,18 +32,24 @@ def test_model_dir_layout(trained_model):
     assert best and best[0]["step"] == 80
 
 
-def test_resume_continues_from_the_last_checkpoint(corpus, tmp_path):
+def _copy_of(trained_model, tmp_path):
+    """A copy of the session's tiny model (trained to step 80, checkpoints 40 and 80), to resume."""
     model_dir = str(tmp_path / "m")
-    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=20)) == 0
+    shutil.copytree(trained_model, model_dir)
+    return model_dir
+
+
+def test_resume_continues_from_the_last_checkpoint(corpus, trained_model, tmp_path):
+    model_dir = _copy_of(trained_model, tmp_path)
     before = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
     position = before.get_tensor("data_position/.ATTRIBUTES/VARIABLE_VALUE")
     assert position[1] >= 0
-    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=40)) == 0
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90), "--bleu_sentences=0") == 0
     steps = [s for s, _ in events(model_dir, "train/loss")]
-    assert steps == sorted(steps) and steps[0] == 10 and steps[-1] == 40
-    assert 20 in steps and steps.count(20) == 1  # the second run started after step 20
+    assert steps == sorted(steps) and steps[0] == 10 and steps[-1] == 90
+    assert 80 in steps and steps.count(80) == 1  # the second run started after step 80
     after = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
-    assert after.get_tensor("optimizer/iteration/.ATTRIBUTES/VARIABLE_VALUE") == 40
+    assert after.get_tensor("optimizer/iteration/.ATTRIBUTES/VARIABLE_VALUE") == 90
 
 
 def test_resume_refuses_a_different_architecture(corpus, trained_model, capsys):
@@ -51,31 +58,32 @@ def test_resume_refuses_a_different_architecture(corpus, trained_model, capsys):
     assert "trained with --d_model=32, not 64" in capsys.readouterr().err
 
 
-def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one_and_is_set_aside(corpus, tmp_path, caplog):
-    model_dir = str(tmp_path / "m")
-    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=20)) == 0
+def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one_and_is_set_aside(
+        corpus, trained_model, tmp_path, caplog):
+    model_dir = _copy_of(trained_model, tmp_path)
     latest = checkpoints.resolve(model_dir)
-    assert latest.endswith("ckpt-20")
-    assert [e["step"] for e in checkpoints.read_best_index(model_dir)] == [20]
-    for data in glob.glob(latest + ".data-*") + glob.glob(os.path.join(model_dir, "best", "ckpt-20.data-*")):
+    assert latest.endswith("ckpt-80")
+    assert [e["step"] for e in checkpoints.read_best_index(model_dir)] == [80]
+    for data in glob.glob(latest + ".data-*") + glob.glob(os.path.join(model_dir, "best", "ckpt-80.data-*")):
         with open(data, "r+b") as f:
             f.truncate(10)
     # What saves killed mid-way leave behind.
-    os.makedirs(os.path.join(model_dir, "ckpt", "ckpt-25_temp"))
+    os.makedirs(os.path.join(model_dir, "ckpt", "ckpt-85_temp"))
     open(os.path.join(model_dir, "ckpt", "checkpoint.tmp0123abcd"), "w").close()
-    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=30)) == 0  # saves 15, 30
-    assert "ckpt-20 is unreadable" in caplog.text
-    assert "resuming from" in caplog.text and "ckpt-10 at step 10" in caplog.text
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90),  # saves 45, 90
+                   "--bleu_sentences=0") == 0
+    assert "ckpt-80 is unreadable" in caplog.text
+    assert "resuming from" in caplog.text and "ckpt-40 at step 40" in caplog.text
     set_aside = [r.getMessage() for r in caplog.records if "set aside" in r.getMessage()]
-    assert len(set_aside) == 2 and "best/ckpt-20" in set_aside[1], set_aside
+    assert len(set_aside) == 2 and "best/ckpt-80" in set_aside[1], set_aside
     ckpt_dir = os.path.join(model_dir, "ckpt")
-    assert glob.glob(os.path.join(ckpt_dir, "ckpt-20.corrupt-*.index"))
-    assert not glob.glob(os.path.join(ckpt_dir, "ckpt-20.index"))
+    assert glob.glob(os.path.join(ckpt_dir, "ckpt-80.corrupt-*.index"))
+    assert not glob.glob(os.path.join(ckpt_dir, "ckpt-80.index"))
     assert not glob.glob(os.path.join(ckpt_dir, "*_temp*")) + glob.glob(os.path.join(ckpt_dir, "*.tmp*"))
     listed = [os.path.basename(p) for p in checkpoints.list_checkpoints(model_dir)]
-    assert listed == ["ckpt-30", "ckpt-15", "ckpt-10"]
-    assert "ckpt-20" not in open(os.path.join(ckpt_dir, "checkpoint")).read()
-    assert [e["step"] for e in checkpoints.read_best_index(model_dir)] == [30]
+    assert listed == ["ckpt-90", "ckpt-45", "ckpt-40"]
+    assert "ckpt-80" not in open(os.path.join(ckpt_dir, "checkpoint")).read()
+    assert [e["step"] for e in checkpoints.read_best_index(model_dir)] == [90]
     for which in ("last", "best"):
         assert run_cli("average", f"--model_dir={model_dir}", f"--output_dir={tmp_path / which}",
                        f"--average_from={which}") == 0
@@ -147,10 +155,9 @@ def test_mixed_precision_trains_and_translates_in_float32(corpus, tmp_path):
     assert (tmp_path / "out.txt").read_text().count("\n") == 1
 
 
-def test_resume_with_another_optimizer_is_refused(corpus, tmp_path, capsys):
-    model_dir = str(tmp_path / "m")
-    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=4)) == 0
-    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=8), "--optimizer=adadelta",
+def test_resume_with_another_optimizer_is_refused(corpus, trained_model, tmp_path, capsys):
+    model_dir = _copy_of(trained_model, tmp_path)  # trained with adam
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90), "--optimizer=adadelta",
                    "--learning_rate=1.0") == 2
     errors = [l for l in capsys.readouterr().err.splitlines() if l.startswith("tfnmt train: error:")]
     assert len(errors) == 1 and "does not match this model and optimizer" in errors[0]
