@@ -55,7 +55,8 @@ def test_the_hybrid_config_trains_a_few_steps(corpus, tmp_path, monkeypatch):
     assert run_cli("train", "--flagfile=configs/hybrid/transformer-densenmt.cfg",
                    f"--model_dir={model_dir}", f"--data=text:{corpus}", "--vocab_size=60",
                    "--vocab_type=word", "--d_model=16", "--ffn_dim=32", "--embed_dim=16",
-                   "--growth_rate=8", "--table_dim=0", "--batch_tokens=256", "--train_steps=6",
+                   "--growth_rate=8", "--table_dim=0", "--encoder_layers=1", "--decoder_layers=2",
+                   "--batch_tokens=256", "--train_steps=6",
                    "--warmup_steps=2", "--log_every=3", "--validate_every=6", "--save_every=6",
                    "--bleu_sentences=0", "--evaluate_at_end=false") == 0
     losses = [loss for _, loss in events(model_dir, "train/loss")]
