@@ -28,7 +28,7 @@ setup(
                     # `tfnmt export --format=ctranslate2`, `tfnmt bench --compare_ctranslate2`.
                     "ctranslate2": ["ctranslate2==4.8.5"],
                     # The demo page's browser test drives the system's Chromium (.ci/run installs it).
-                    "test": ["pytest>=8", "sacrebleu[ja,ko]==2.6.0", "selenium>=4.20",
+                    "test": ["pytest>=8", "pytest-xdist>=3.5", "sacrebleu[ja,ko]==2.6.0", "selenium>=4.20",
                              "ctranslate2==4.8.5"]},
     entry_points={"console_scripts": ["tfnmt=tfnmt.cli.main:run"]},
 )

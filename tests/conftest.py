@@ -12,6 +12,14 @@ TEST_DATA = os.environ.get("TFNMT_TEST_DATA", os.path.join(REPO, "..", "shared",
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pytest.ini): a worker per core, at most 4. Each worker holds TensorFlow and
+    trains its own session fixtures (about 2 GB), and the suite has few files long enough to keep
+    more workers busy."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, 4))
+
 _WORDS = ["cat", "dog", "house", "tree", "red", "blue", "big", "small", "runs", "sleeps",
           "the", "a", "green", "bird", "sees", "car", "old", "new", "man", "woman"]
 _GERMAN = ["Katze", "Hund", "Haus", "Baum", "rot", "blau", "groß", "klein", "läuft", "schläft",
