@@ -272,6 +272,33 @@ def test_full_disk_while_keeping_a_best_checkpoint_keeps_the_previous_best(tmp_p
     checkpoints.restore_model(model, checkpoints.resolve(model_dir, "best"))
 
 
+def test_no_checkpoint_file_is_deleted_while_the_state_file_lists_it(tmp_path, monkeypatch):
+    # Whatever instant a kill strikes, the `checkpoint` state file names only whole checkpoints:
+    # an old checkpoint leaves the state file before its files are deleted.
+    from tensorflow.python.lib.io import file_io
+    model_dir = str(tmp_path)
+    delete = file_io._pywrap_file_io.DeleteFile
+    deleted = []
+
+    def checked_delete(path):
+        name = os.fsdecode(path)
+        listed = checkpoints.list_checkpoints(model_dir)
+        assert not any(name.startswith(prefix + ".") for prefix in listed), (name, listed)
+        deleted.append(name)
+        return delete(path)
+
+    monkeypatch.setattr(file_io._pywrap_file_io, "DeleteFile", checked_delete)
+    saver = checkpoints.Checkpoints(model_dir, {"v": tf.Variable(0.0)}, keep_last=2)
+    for step in range(1, 5):
+        saver.save(step)
+    assert [os.path.basename(p) for p in checkpoints.list_checkpoints(model_dir)] == \
+        ["ckpt-4", "ckpt-3"]
+    assert sorted({os.path.basename(n).split(".")[0] for n in deleted}) == ["ckpt-1", "ckpt-2"]
+    assert sorted(os.listdir(os.path.join(model_dir, "ckpt"))) == sorted(
+        ["checkpoint"] + [f"ckpt-{n}{ext}" for n in (3, 4)
+                          for ext in (".index", ".data-00000-of-00001")])
+
+
 def test_killed_training_resumes_from_the_last_checkpoint_again_and_again(corpus, tmp_path, caplog):
     """kill -9 at random points of a run that saves every step, three times; every checkpoint
     left is restorable, and the run then resumes and completes with the right step count."""

@@ -109,8 +109,24 @@ class Checkpoints:
             remove_leftovers(model_dir)
 
     def _manager(self):
+        # It keeps every checkpoint: `_keep_newest` removes the old ones, in an order a kill
+        # cannot break (TensorFlow's own lists the new checkpoint with the old ones, deletes the
+        # old ones' files, then lists again, so a kill in between leaves the state file naming
+        # files that are gone).
         return tf.train.CheckpointManager(self.checkpoint, os.path.join(self.model_dir, LAST_DIR),
-                                          max_to_keep=self.keep_last, checkpoint_name="ckpt")
+                                          max_to_keep=None, checkpoint_name="ckpt")
+
+    def _keep_newest(self):
+        """Drops all but the `keep_last` newest checkpoints from the state file (an atomic
+        replace), then deletes their files."""
+        old = list_checkpoints(self.model_dir)[self.keep_last:]
+        if not old:
+            return
+        _drop_from_state(self.last.directory, set(old))
+        for prefix in old:
+            for name in _files_of(prefix):
+                tf.io.gfile.remove(name)
+        self.last = self._manager()  # it reads the state file: the dropped ones are forgotten
 
     def save(self, step):
         if not self.chief:
@@ -120,7 +136,9 @@ class Checkpoints:
                 self.checkpoint, scratch, max_to_keep=1, checkpoint_name="ckpt").save(checkpoint_number=step))
         previous = self.last.latest_checkpoint
         try:
-            return self.last.save(checkpoint_number=step)
+            path = self.last.save(checkpoint_number=step)
+            self._keep_newest()
+            return path
         except write_errors() as e:
             prefix = os.path.join(self.last.directory, f"ckpt-{step}")
             self._discard_failed_write(prefix, list_checkpoints(self.model_dir))
