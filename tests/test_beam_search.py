@@ -88,6 +88,42 @@ def test_finished_hypotheses_are_frozen():
     np.testing.assert_allclose(scores.numpy()[0, 0], math.log(0.45), rtol=1e-4)
 
 
+class LengthModel:
+    """Says word 4 until the sentence's own length (memory["length"]), then eos; records how
+    many rows each step decodes. Runs eagerly, so the loop body is plain Python."""
+
+    def __init__(self):
+        self.rows = []
+
+    def decoding_memory(self, memory):
+        return memory
+
+    def initial_state(self, memory):
+        return {"steps": tf.zeros_like(memory["length"])}
+
+    def step(self, ids, time, state, memory):
+        self.rows.append(int(ids.shape[0]))
+        ending = tf.greater_equal(time + 1, memory["length"])[:, None]
+        want = tf.where(ending, tf.one_hot(EOS_ID, V), tf.one_hot(4, V))
+        return tf.math.log(want * 0.999 + 0.001 / V), {"steps": state["steps"] + 1}
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_sentence_leaves_the_batch_when_its_result_is_final(beam):
+    # Sentences of 2, 6 and 4 tokens (eos included) under a limit of 10: the first is final
+    # after step 2, the third after step 4, so later steps run the model on fewer rows, and
+    # each remaining row still reads its own sentence's memory.
+    model = LengthModel()
+    memory = {"length": tf.constant([2, 6, 4])}
+    limits = tf.constant([10, 10, 10])
+    if beam == 1:
+        ids, _ = search(model, memory, limits)
+    else:
+        ids, _ = beam_search(model, memory, limits, beam, 0.6)
+    assert [len(_tokens(row)) for row in ids.numpy()[:, 0]] == [1, 5, 3]
+    assert model.rows == [3 * beam] * 2 + [2 * beam] * 2 + [beam] * 2
+
+
 def test_max_lengths_are_relative_to_the_source_and_capped():
     limits = max_lengths(tf.constant([0, 4, 100]), ratio=1.5, offset=2, cap=50).numpy()
     assert limits.tolist() == [2, 8, 50]

@@ -89,15 +89,19 @@ def loop_invariant(tensor):
 
 
 class BeamState(NamedTuple):
-    """What the loop carries, B sentences of K beams with t tokens so far. A new loop variable
-    is a new field here and its start value in `beam_search`."""
+    """What the loop carries: B sentences, of which A are still searched (`active`), K beams,
+    t tokens so far. A sentence leaves the active set as soon as its result is final, so the
+    model only runs on the sentences still being decoded. A new loop variable is a new field
+    here and its start value in `beam_search`."""
     time: Any             # int32 []
-    alive_scores: Any     # float32 [B, K], log-probabilities
-    alive_ids: Any        # int32 [B, K, t]
+    active: Any           # int32 [A], the sentences still searched, ascending
+    alive_scores: Any     # float32 [A, K], log-probabilities
+    alive_ids: Any        # int32 [A, K, t]
     finished_scores: Any  # float32 [B, K], length-penalised
     finished_ids: Any     # int32 [B, K, t], eos last, PAD_ID after
-    model_state: Any      # the model's nest, B * K rows
-    # With alignments, each hypothesis's attention rows, float32 [B, K, t, S]; else ().
+    model_state: Any      # the model's nest, A * K rows
+    memory: Any           # the decoding memory, A * K rows
+    # With alignments, each hypothesis's attention rows, float32 [A or B, K, t, S]; else ().
     alive_attention: Any = ()
     finished_attention: Any = ()
 
@@ -123,24 +127,30 @@ def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode=
     memory = model.decoding_memory(memory)
     memory = tf.nest.map_structure(lambda t: tf.repeat(t, K, axis=0), memory)  # row b*K + k
     max_steps = tf.reduce_max(max_length)
-    limit = tf.repeat(max_length, K)  # [B*K]
+
+    def done(alive_scores, finished_scores, limits):
+        """bool [A]: no alive hypothesis can beat the sentence's n_best-th finished one. Only
+        the n_best best finished are returned, and extending a hypothesis never raises its
+        log-probability, so its score is at most that over the largest length penalty."""
+        best_possible = alive_scores[:, 0] / length_penalty(limits, alpha, penalty_mode)
+        kept_finished = finished_scores[:, n_best - 1]
+        nothing_alive = alive_scores[:, 0] <= NEG_INF / 2
+        return tf.logical_or(nothing_alive, tf.logical_and(kept_finished > NEG_INF / 2,
+                                                           kept_finished >= best_possible))
 
     def cond(s):
-        # Stop early when no alive hypothesis can beat the worst finished one of its sentence.
-        best_possible = s.alive_scores[:, 0] / length_penalty(max_length, alpha, penalty_mode)
-        worst_finished = tf.reduce_min(s.finished_scores, axis=1)
-        nothing_alive = s.alive_scores[:, 0] <= NEG_INF / 2
-        done = tf.logical_or(nothing_alive, tf.logical_and(worst_finished > NEG_INF / 2,
-                                                           worst_finished >= best_possible))
-        return tf.logical_and(s.time < max_steps, tf.logical_not(tf.reduce_all(done)))
+        return tf.logical_and(s.time < max_steps, tf.size(s.active) > 0)
 
     def body(s):
         t = s.time
-        log_probs, state = next_log_probs(model, tf.reshape(s.alive_ids, [batch * K, -1]), t,
-                                          s.model_state, memory, limit, no_repeat_ngram_size)
+        active = tf.shape(s.active)[0]
+        limits = tf.gather(max_length, s.active)  # [A]
+        log_probs, state = next_log_probs(model, tf.reshape(s.alive_ids, [active * K, -1]), t,
+                                          s.model_state, s.memory, tf.repeat(limits, K),
+                                          no_repeat_ngram_size)
         vocab = tf.shape(log_probs)[1]
         candidates = tf.reshape(s.alive_scores, [-1, 1]) + log_probs
-        candidates = tf.reshape(candidates, [batch, K * vocab])
+        candidates = tf.reshape(candidates, [active, K * vocab])
         top_scores, top_index = tf.math.top_k(candidates, k=2 * K)
         beam_index, token = top_index // vocab, top_index % vocab
         top_ids = tf.concat([tf.gather(s.alive_ids, beam_index, batch_dims=1), token[:, :, None]], 2)
@@ -148,46 +158,77 @@ def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode=
         attention = ()
         if alignments:
             rows = tf.reshape(tf.cast(model.latest_attention()[:, -1], tf.float32),
-                              [batch, K, 1, -1])  # [B, K, 1, S]
+                              [active, K, 1, -1])  # [A, K, 1, S]
             attention = tf.gather(tf.concat([s.alive_attention, rows], axis=2), beam_index,
-                                  batch_dims=1)  # [B, 2K, t+1, S], as top_ids
+                                  batch_dims=1)  # [A, 2K, t+1, S], as top_ids
 
         # Alive: the best K candidates that did not end.
         alive_candidate_scores = tf.where(is_eos, NEG_INF, top_scores)
         alive_scores, keep = tf.math.top_k(alive_candidate_scores, k=K)
-        origin = tf.gather(beam_index, keep, batch_dims=1) + tf.range(batch)[:, None] * K
-        origin = tf.reshape(origin, [-1])
+        origin = tf.gather(beam_index, keep, batch_dims=1)  # [A, K], the beam each came from
+        alive_ids = tf.gather(top_ids, keep, batch_dims=1)
 
         # Finished: merge the old finished set with candidates that just ended; keep the best K.
+        # Only the active sentences' rows change.
         penalised = top_scores / length_penalty(t + 1, alpha, penalty_mode)
         ended_scores = tf.where(tf.logical_and(is_eos, top_scores > NEG_INF / 2), penalised, NEG_INF)
         padded_finished = tf.pad(s.finished_ids, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID)
-        all_ids = tf.concat([padded_finished, top_ids], axis=1)
-        all_scores = tf.concat([s.finished_scores, ended_scores], axis=1)
+        all_ids = tf.concat([tf.gather(padded_finished, s.active), top_ids], axis=1)
+        all_scores = tf.concat([tf.gather(s.finished_scores, s.active), ended_scores], axis=1)
         finished_scores, best = tf.math.top_k(all_scores, k=K)
-        alive_attention = finished_attention = ()
+        where = s.active[:, None]
+        finished = dict(
+            finished_scores=tf.tensor_scatter_nd_update(s.finished_scores, where, finished_scores),
+            finished_ids=tf.tensor_scatter_nd_update(
+                padded_finished, where, tf.gather(all_ids, best, batch_dims=1)))
+        alive_attention = ()
         if alignments:
             alive_attention = tf.gather(attention, keep, batch_dims=1)
             frozen = tf.pad(s.finished_attention, [[0, 0], [0, 0], [0, 1], [0, 0]])
-            finished_attention = tf.gather(tf.concat([frozen, attention], axis=1), best,
-                                           batch_dims=1)
+            finished["finished_attention"] = tf.tensor_scatter_nd_update(
+                frozen, where, tf.gather(tf.concat([tf.gather(frozen, s.active), attention],
+                                                   axis=1), best, batch_dims=1))
+
+        def rows(sentences):
+            return tf.reshape(sentences[:, None] * K + tf.range(K)[None], [-1])
+
+        def carry_on():
+            # Every hypothesis takes the state of the beam it extends.
+            reorder = rows(tf.range(active))
+            origin_rows = tf.reshape(origin + reorder[::K][:, None], [-1])
+            return (s.active, alive_scores, alive_ids, alive_attention,
+                    tf.nest.map_structure(lambda x: tf.gather(x, origin_rows), state), s.memory)
+
+        def drop_done():
+            # The same, for the sentences whose result is final; the others leave the batch.
+            remaining = tf.where(tf.logical_not(done(alive_scores, finished_scores, limits)))[:, 0]
+            remaining = tf.cast(remaining, tf.int32)
+            origin_rows = tf.reshape(tf.gather(origin, remaining) + remaining[:, None] * K, [-1])
+            return (tf.gather(s.active, remaining), tf.gather(alive_scores, remaining),
+                    tf.gather(alive_ids, remaining),
+                    tf.gather(alive_attention, remaining) if alignments else (),
+                    tf.nest.map_structure(lambda x: tf.gather(x, origin_rows), state),
+                    tf.nest.map_structure(lambda x: tf.gather(x, rows(remaining)), s.memory))
+
+        any_done = tf.reduce_any(done(alive_scores, finished_scores, limits))
+        (active_after, alive_scores, alive_ids, alive_attention, state,
+         memory_after) = tf.cond(any_done, drop_done, carry_on)
         return (BeamState(
-            time=t + 1, alive_scores=alive_scores,
-            alive_ids=tf.gather(top_ids, keep, batch_dims=1),
-            finished_scores=finished_scores,
-            finished_ids=tf.gather(all_ids, best, batch_dims=1),
-            model_state=tf.nest.map_structure(lambda x: tf.gather(x, origin), state),
-            alive_attention=alive_attention, finished_attention=finished_attention),)
+            time=t + 1, active=active_after, alive_scores=alive_scores, alive_ids=alive_ids,
+            model_state=state, memory=memory_after, alive_attention=alive_attention,
+            **finished),)
 
     start = BeamState(
         time=tf.constant(0),
+        active=tf.range(batch),
         # Only the first beam is alive at the start, so the K beams do not all expand the same
         # prefix.
         alive_scores=tf.tile(tf.concat([[0.0], tf.fill([K - 1], NEG_INF)], 0)[None], [batch, 1]),
         alive_ids=tf.zeros([batch, K, 0], tf.int32),
         finished_scores=tf.fill([batch, K], NEG_INF),
         finished_ids=tf.zeros([batch, K, 0], tf.int32),
-        model_state=model.initial_state(memory))
+        model_state=model.initial_state(memory),
+        memory=memory)
     ids_shape = tf.TensorShape([None, K, None])
     invariants = tf.nest.map_structure(loop_invariant, start)._replace(
         alive_ids=ids_shape, finished_ids=ids_shape)

@@ -20,24 +20,31 @@ from tfnmt.decoding.beam_search import (NEG_INF, length_penalty, loop_invariant,
 
 
 class SampleState(NamedTuple):
-    """What the loop carries for B sentences with t tokens so far."""
+    """What the loop carries for B sentences with t tokens so far, of which A are still being
+    decoded (`active`): a sentence leaves the batch once it has drawn eos, so the model only
+    runs on the others."""
     time: Any         # int32 []
+    active: Any       # int32 [A], the sentences still decoded, ascending
     ids: Any          # int32 [B, t], PAD_ID after eos
     scores: Any       # float32 [B], log-probability of the tokens so far (eos included)
-    done: Any         # bool [B], eos drawn
-    model_state: Any  # the model's nest, B rows
+    model_state: Any  # the model's nest, A rows
+    memory: Any       # the decoding memory, A rows
 
 
 def sampler(topk=0, temperature=1.0, seed=0):
-    """choose(log_probs [B, V], step) -> tokens [B]: a draw among the `topk` most likely tokens
-    (0 = all) of the distribution at `temperature`."""
-    def choose(log_probs, time):
+    """choose(log_probs [A, V], step, active [A], B) -> tokens [A]: for each active sentence, a
+    draw among the `topk` most likely tokens (0 = all) of the distribution at `temperature`.
+    The draws are made for all B rows, so a sentence's draw does not depend on which others
+    are still being decoded."""
+    def choose(log_probs, time, active, batch):
         logits = log_probs / temperature
         if topk:
             kth = tf.math.top_k(logits, k=tf.minimum(topk, tf.shape(logits)[1]))[0][:, -1:]
             logits = tf.where(logits < kth, NEG_INF, logits)
-        return tf.random.stateless_categorical(logits, 1, seed=tf.stack([seed, time]),
-                                               dtype=tf.int32)[:, 0]
+        every_row = tf.scatter_nd(active[:, None], logits, [batch, tf.shape(logits)[1]])
+        drawn = tf.random.stateless_categorical(every_row, 1, seed=tf.stack([seed, time]),
+                                                dtype=tf.int32)[:, 0]
+        return tf.gather(drawn, active)
     return choose
 
 
@@ -57,26 +64,36 @@ def search(model, memory, max_length, choose=None, alpha=0.6, penalty_mode="gnmt
     memory = model.decoding_memory(memory)
 
     def cond(s):
-        return tf.logical_and(s.time < tf.reduce_max(max_length),
-                              tf.logical_not(tf.reduce_all(s.done)))
+        return tf.logical_and(s.time < tf.reduce_max(max_length), tf.size(s.active) > 0)
 
     def body(s):
-        log_probs, state = next_log_probs(model, s.ids, s.time, s.model_state, memory,
-                                          max_length, no_repeat_ngram_size)
+        log_probs, state = next_log_probs(model, tf.gather(s.ids, s.active), s.time,
+                                          s.model_state, s.memory,
+                                          tf.gather(max_length, s.active), no_repeat_ngram_size)
         if choose is None:
             token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         else:
-            token = choose(log_probs, s.time)
-        token = tf.where(s.done, PAD_ID, token)
+            token = choose(log_probs, s.time, s.active, batch)
         chosen = tf.gather(log_probs, token, batch_dims=1)
-        return (SampleState(
-            time=s.time + 1, ids=tf.concat([s.ids, token[:, None]], axis=1),
-            scores=s.scores + tf.where(s.done, 0.0, chosen),
-            done=tf.logical_or(s.done, tf.equal(token, EOS_ID)), model_state=state),)
+        where = s.active[:, None]
+        column = tf.tensor_scatter_nd_update(tf.fill([batch], PAD_ID), where, token)
+        ended = tf.equal(token, EOS_ID)  # at its length limit, eos is the only choice
 
-    start = SampleState(time=tf.constant(0), ids=tf.zeros([batch, 0], tf.int32),
-                        scores=tf.zeros([batch]), done=tf.zeros([batch], tf.bool),
-                        model_state=model.initial_state(memory))
+        def drop_ended():
+            remaining = tf.cast(tf.where(tf.logical_not(ended))[:, 0], tf.int32)
+            return (tf.gather(s.active, remaining),
+                    tf.nest.map_structure(lambda x: tf.gather(x, remaining), (state, s.memory)))
+
+        active, (state, memory_after) = tf.cond(tf.reduce_any(ended), drop_ended,
+                                                lambda: (s.active, (state, s.memory)))
+        return (SampleState(
+            time=s.time + 1, active=active, ids=tf.concat([s.ids, column[:, None]], axis=1),
+            scores=tf.tensor_scatter_nd_add(s.scores, where, chosen), model_state=state,
+            memory=memory_after),)
+
+    start = SampleState(time=tf.constant(0), active=tf.range(batch),
+                        ids=tf.zeros([batch, 0], tf.int32), scores=tf.zeros([batch]),
+                        model_state=model.initial_state(memory), memory=memory)
     invariants = tf.nest.map_structure(loop_invariant, start)._replace(
         ids=tf.TensorShape([None, None]))
     end = tf.while_loop(cond, body, (start,), shape_invariants=(invariants,))[0]

@@ -13,8 +13,10 @@ NEG_INF = -1e9
 
 
 def key_mask(mask):
-    """[B, S] bool (True = real token) -> [B, 1, 1, S] bool."""
-    return mask[:, None, None, :]
+    """[B, S] bool (True = real token) -> [B, 1, 1, S] bool. With `expand_dims`: TFLite has no
+    builtin for a strided slice adding axes to a tensor of two unknown dimensions (the memory
+    mask inside the decoding loop, whose batch shrinks as sentences finish)."""
+    return tf.expand_dims(tf.expand_dims(mask, 1), 1)
 
 
 def causal_mask(length):

@@ -20,7 +20,8 @@ from tfnmt.layers.attention import masked_logits
 def attend(query, keys, values, mask, layer=None):
     """query [B, T, a], keys/values [B, S, a], mask [B, S] -> [B, T, a]. The weights [B, T, S]
     are left on `layer` as `last_weights` (see record_weights)."""
-    scores = masked_logits(tf.matmul(query, keys, transpose_b=True), mask[:, None, :])
+    # expand_dims, not mask[:, None]: see attention.key_mask.
+    scores = masked_logits(tf.matmul(query, keys, transpose_b=True), tf.expand_dims(mask, 1))
     weights = tf.nn.softmax(scores, axis=-1)
     if layer is not None:
         record_weights(layer, weights)

@@ -14,7 +14,8 @@ Decoding calls `decoding_memory` once per batch, before beam search tiles the me
 `initial_state` and `step` get that memory. Beam search reorders `state` with `tf.gather` on
 axis 0 at every step, so what never differs between the hypotheses of one sentence (attention
 keys of the source, say) belongs in the memory, not in the state. Everything in both must have
-the batch as its first dimension. Auxiliary losses (e.g. a diversity
+the batch as its first dimension: the rows of a sentence whose result is final leave both, so
+`step` may get fewer rows than the step before. Auxiliary losses (e.g. a diversity
 term) are added with `self.add_loss` inside `call` and summed into the training loss.
 
 A model is decoded by the strategies of its `strategy_family` (decoding/strategies.py). A CTC
