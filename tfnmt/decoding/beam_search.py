@@ -189,30 +189,29 @@ def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode=
                 frozen, where, tf.gather(tf.concat([tf.gather(frozen, s.active), attention],
                                                    axis=1), best, batch_dims=1))
 
-        def rows(sentences):
-            return tf.reshape(sentences[:, None] * K + tf.range(K)[None], [-1])
+        def state_rows(sentences):
+            # Every hypothesis of `sentences` takes the state of the beam it extends.
+            return tf.reshape(tf.gather(origin, sentences) + sentences[:, None] * K, [-1])
 
         def carry_on():
-            # Every hypothesis takes the state of the beam it extends.
-            reorder = rows(tf.range(active))
-            origin_rows = tf.reshape(origin + reorder[::K][:, None], [-1])
             return (s.active, alive_scores, alive_ids, alive_attention,
-                    tf.nest.map_structure(lambda x: tf.gather(x, origin_rows), state), s.memory)
+                    tf.nest.map_structure(lambda x: tf.gather(x, state_rows(tf.range(active))),
+                                          state), s.memory)
+
+        is_done = done(alive_scores, finished_scores, limits)
 
         def drop_done():
-            # The same, for the sentences whose result is final; the others leave the batch.
-            remaining = tf.where(tf.logical_not(done(alive_scores, finished_scores, limits)))[:, 0]
-            remaining = tf.cast(remaining, tf.int32)
-            origin_rows = tf.reshape(tf.gather(origin, remaining) + remaining[:, None] * K, [-1])
+            # The same, for the sentences whose result is not final; the others leave the batch.
+            remaining = tf.cast(tf.where(tf.logical_not(is_done))[:, 0], tf.int32)
+            memory_rows = tf.reshape(remaining[:, None] * K + tf.range(K)[None], [-1])
             return (tf.gather(s.active, remaining), tf.gather(alive_scores, remaining),
                     tf.gather(alive_ids, remaining),
                     tf.gather(alive_attention, remaining) if alignments else (),
-                    tf.nest.map_structure(lambda x: tf.gather(x, origin_rows), state),
-                    tf.nest.map_structure(lambda x: tf.gather(x, rows(remaining)), s.memory))
+                    tf.nest.map_structure(lambda x: tf.gather(x, state_rows(remaining)), state),
+                    tf.nest.map_structure(lambda x: tf.gather(x, memory_rows), s.memory))
 
-        any_done = tf.reduce_any(done(alive_scores, finished_scores, limits))
         (active_after, alive_scores, alive_ids, alive_attention, state,
-         memory_after) = tf.cond(any_done, drop_done, carry_on)
+         memory_after) = tf.cond(tf.reduce_any(is_done), drop_done, carry_on)
         return (BeamState(
             time=t + 1, active=active_after, alive_scores=alive_scores, alive_ids=alive_ids,
             model_state=state, memory=memory_after, alive_attention=alive_attention,
