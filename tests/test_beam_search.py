@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from tfnmt.decoding.beam_search import beam_search, length_penalty, max_lengths
+from tfnmt.decoding.beam_search import beam_search, length_penalty, max_lengths, wide_top_k
 from tfnmt.decoding import strategies
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.sampling import sampler, search
@@ -122,6 +122,22 @@ def test_a_sentence_leaves_the_batch_when_its_result_is_final(beam):
         ids, _ = beam_search(model, memory, limits, beam, 0.6)
     assert [len(_tokens(row)) for row in ids.numpy()[:, 0]] == [1, 5, 3]
     assert model.rows == [3 * beam] * 2 + [2 * beam] * 2 + [beam] * 2
+
+
+@pytest.mark.parametrize("width,k", [(40000, 10), (8003, 6), (100, 10), (7, 2)])
+def test_wide_top_k_equals_top_k_ties_included(width, k):
+    # Few distinct values, so most of the k largest tie with others; -1e9 as the banned tokens.
+    values = np.random.default_rng(width).integers(0, 6, size=[5, width]).astype(np.float32)
+    values[1] = -1e9
+    values[2, : width // 2] = -1e9
+    # The last column's chunk has the largest maximum and ties of the rest with earlier chunks.
+    values[3] = np.minimum(values[3], 2)
+    values[3, -1] = 9
+    x = tf.constant(values)
+    expected = tf.math.top_k(x, k)
+    got = wide_top_k(x, k, chunk=16)
+    np.testing.assert_array_equal(got[0].numpy(), expected.values.numpy())
+    np.testing.assert_array_equal(got[1].numpy(), expected.indices.numpy())
 
 
 def test_max_lengths_are_relative_to_the_source_and_capped():

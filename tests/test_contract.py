@@ -19,6 +19,7 @@ from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
 from tfnmt.export import saved_model, tflite
 from tfnmt.models import catalog
+from tfnmt.models.base import split_shared, with_shared
 from tfnmt.training import checkpoints
 from tfnmt.training.checkpoints import Checkpoints, trackables
 from tfnmt.training.optimizers import make_optimizer
@@ -275,8 +276,8 @@ def test_the_beam_search_reorders_only_state_that_differs_between_hypotheses(nam
     # sentence share whatever they chose (the source's attention keys, say) is a wasted copy per
     # step and belongs in decoding_memory.
     model = tiny_model(name)
-    memory = model.decoding_memory(model.encode(SOURCE[:1]))
-    memory = tf.nest.map_structure(lambda t: tf.repeat(t, 2, axis=0), memory)
+    rows, shared = split_shared(model.decoding_memory(model.encode(SOURCE[:1])))
+    memory = with_shared(tf.nest.map_structure(lambda t: tf.repeat(t, 2, axis=0), rows), shared)
     state = model.initial_state(memory)
     for time, ids in enumerate([[10, 11], [12, 12]]):
         _, state = model.step(tf.constant(ids), time, state, memory)

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tfnmt.data.vocab import EOS_ID, PAD_ID
+from tfnmt.models.base import split_shared, with_shared
 from tfnmt.decoding.beam_search import (NEG_INF, length_penalty, loop_invariant, next_log_probs,
                                         strip_eos)
 
@@ -61,14 +62,14 @@ def search(model, memory, max_length, choose=None, alpha=0.6, penalty_mode="gnmt
       length-penalised log-probability of the translation, as beam search scores one.
     """
     batch = tf.shape(max_length)[0]
-    memory = model.decoding_memory(memory)
+    memory, shared = split_shared(model.decoding_memory(memory))
 
     def cond(s):
         return tf.logical_and(s.time < tf.reduce_max(max_length), tf.size(s.active) > 0)
 
     def body(s):
         log_probs, state = next_log_probs(model, tf.gather(s.ids, s.active), s.time,
-                                          s.model_state, s.memory,
+                                          s.model_state, with_shared(s.memory, shared),
                                           tf.gather(max_length, s.active), no_repeat_ngram_size)
         if choose is None:
             token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
@@ -93,7 +94,8 @@ def search(model, memory, max_length, choose=None, alpha=0.6, penalty_mode="gnmt
 
     start = SampleState(time=tf.constant(0), active=tf.range(batch),
                         ids=tf.zeros([batch, 0], tf.int32), scores=tf.zeros([batch]),
-                        model_state=model.initial_state(memory), memory=memory)
+                        model_state=model.initial_state(with_shared(memory, shared)),
+                        memory=memory)
     invariants = tf.nest.map_structure(loop_invariant, start)._replace(
         ids=tf.TensorShape([None, None]))
     end = tf.while_loop(cond, body, (start,), shape_invariants=(invariants,))[0]
