@@ -119,8 +119,115 @@ def test_tiny_experiment_in_shares_interrupted_resumed_and_reported(experiment, 
         assert f.read() == markdown
 
 
+def test_averaged_checkpoints_are_scored_once_and_reported(experiment, caplog):
+    """--average_checkpoints=2 added to the tiny experiment (trained by the test above, or here):
+    each run's last two checkpoints are averaged into RUN/averaged-2 and scored, and reported as
+    systems of their own; run again, nothing is averaged or scored twice."""
+    import numpy as np
+    import tensorflow as tf
+    from tfnmt.training import checkpoints
+    config, root = experiment
+    runs = ["small/seed1", "narrow/seed1", "small/seed2", "narrow/seed2"]
+    assert run_cli("experiment", f"--flagfile={config}") == 0  # done already by the test above
+    assert run_cli("experiment", f"--flagfile={config}", "--average_checkpoints=2",
+                   "--report_only") == 0
+    assert _report(root)["averaged_results"]["test"]["small"]["runs"] == 0
+    with open(os.path.join(root, "report.md")) as f:
+        assert ("**Averages not scored yet** (left out of the averaged rows): small/seed1, "
+                "narrow/seed1, small/seed2, narrow/seed2.") in f.read()
+
+    assert run_cli("experiment", f"--flagfile={config}", "--average_checkpoints=2") == 0
+    report = _report(root)
+    assert report["average_checkpoints"] == 2
+    assert [r["averaged"]["steps"] for r in report["runs"]] == [[STEPS // 2, STEPS]] * 4
+    row = report["averaged_results"]["test"]["narrow"]
+    assert row["runs"] == 2 and row["bleu_mean"] is not None and row["chrf_mean"] is not None
+    assert [b["bucket"] for b in row["length_buckets"]] == ["1-3", "4-5", ">5"]
+    assert report["averaged_results"]["test"]["small"]["runs"] == 2
+    assert report["plots"]["length_bleu_test.png"] == 4  # a dashed line per averaged system
+
+    # The averaged model is the mean of the run's two checkpoints, weight by weight.
+    run = os.path.join(root, "narrow/seed2")
+    readers = [tf.train.load_checkpoint(p) for p in checkpoints.list_checkpoints(run)[:2]]
+    averaged = tf.train.load_checkpoint(checkpoints.resolve(os.path.join(run, "averaged-2")))
+    keys = [k for k in averaged.get_variable_to_shape_map() if k.startswith("model/")]
+    assert keys and any(not np.array_equal(*(r.get_tensor(k) for r in readers)) for k in keys)
+    for key in keys:
+        np.testing.assert_allclose(averaged.get_tensor(key),
+                                   (readers[0].get_tensor(key) + readers[1].get_tensor(key)) / 2,
+                                   rtol=1e-6, atol=1e-7)
+
+    # Scored like the final checkpoints: BLEU of its own translations, and p-values against the
+    # baseline's averaged models that are sacreBLEU's.
+    def lines(path):
+        with open(path) as f:
+            return f.read().splitlines()
+    references = lines(os.path.join(root, "data/test.ref"))
+    hyps = {r: lines(f"{root}/{r}/averaged-2/test/test.hyp") for r in runs}
+    seed2 = next(r for r in report["runs"] if (r["system"], r["seed"]) == ("narrow", 2))
+    assert seed2["averaged"]["tests"]["test"]["bleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(hyps["narrow/seed2"], [references]).score)
+    _, scores = PairedTest([("b", hyps["small/seed1"] + hyps["small/seed2"]),
+                            ("s", hyps["narrow/seed1"] + hyps["narrow/seed2"])],
+                           {"BLEU": sacrebleu.metrics.BLEU()}, [references * 2], test_type="bs")()
+    assert row["significance"]["pooled"]["bootstrap"]["bleu"] == pytest.approx(
+        scores["BLEU"][1].p_value)
+    with open(os.path.join(root, "report.md")) as f:
+        markdown = f.read()
+    assert "| narrow (average of the last 2) |" in markdown
+    assert "| small (average of the last 2) | 2 | 5, 10 |" in markdown
+
+    # Run again: nothing is averaged or scored again; the report is rebuilt the same.
+    files = [os.path.join(root, r, "averaged-2", name) for r in runs
+             for name in ("scores.json", "test/test.hyp", f"ckpt/ckpt-{STEPS}.index")]
+    written = [os.path.getmtime(path) for path in files]
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert run_cli("experiment", f"--flagfile={config}", "--average_checkpoints=2") == 0
+    assert "averaging" not in caplog.text and "sentences/s)" not in caplog.text
+    assert [os.path.getmtime(path) for path in files] == written
+    assert run_cli("experiment", f"--flagfile={config}", "--average_checkpoints=2",
+                   "--report_only") == 0
+    assert _report(root) == report
+    with open(os.path.join(root, "report.md")) as f:
+        assert f.read() == markdown
+
+
+def _checkpoints(directory, steps):
+    """A checkpoint state naming `steps` (empty files: only their names are read)."""
+    import tensorflow as tf
+    os.makedirs(os.path.join(directory, "ckpt"))
+    for step in steps:
+        open(os.path.join(directory, "ckpt", f"ckpt-{step}.index"), "w").close()
+    paths = [os.path.join(directory, "ckpt", f"ckpt-{step}") for step in steps]
+    tf.compat.v1.train.update_checkpoint_state(os.path.join(directory, "ckpt"), paths[-1], paths)
+
+
+def test_an_average_of_an_older_step_is_replaced_and_a_current_one_kept(tmp_path):
+    from tfnmt.experiments import runs as runs_lib
+    run = runs_lib.Run("a", 1, "a.cfg", str(tmp_path / "a" / "seed1"))
+    _checkpoints(run.directory, [5, 10, 15])
+    _checkpoints(os.path.join(run.directory, "averaged-2"), [10])  # before the run went on
+    os.makedirs(os.path.join(run.directory, ".averaged-2.staging-1", "ckpt"))  # a killed one's
+    calls = []
+
+    def average_checkpoints(model_dir, output_dir, num, which):
+        calls.append((model_dir, output_dir, num, which))
+        assert not os.path.exists(output_dir)  # `tfnmt average` refuses a full directory
+        _checkpoints(output_dir, [15])
+
+    averaged, steps = runs_lib.average(run, 2, average_checkpoints)
+    assert calls == [(run.directory, averaged.directory, 2, "last")] and steps == [10, 15]
+    assert averaged.directory == os.path.join(run.directory, "averaged-2")
+    assert sorted(os.listdir(run.directory)) == ["averaged-2", "ckpt"]  # the leftover is gone
+    assert runs_lib.average(run, 2, average_checkpoints) == (averaged, [10, 15])
+    assert len(calls) == 1
+
+
 @pytest.mark.parametrize("flag, message", [
     ("--shard=3/2", "--shard='3/2': give I/N"),
+    ("--average_checkpoints=-1", "--average_checkpoints=-1"),
+    ("--average_checkpoints=6", "--keep_checkpoints=5"),
     ("--systems=a=nowhere.cfg,b=nowhere.cfg", "flagfile nowhere.cfg does not exist"),
     ("--seeds=1,x", "--seeds='1,x'"),
 ])

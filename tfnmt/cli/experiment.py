@@ -1,5 +1,6 @@
 """tfnmt experiment: train every (system, seed) of an experiment file at one budget, score the
-final checkpoints and write the report (tfnmt/experiments/).
+final checkpoints (and, with --average_checkpoints=N, the average of each run's last N) and write
+the report (tfnmt/experiments/).
 
 An experiment file (configs/experiments/*.cfg) is a flagfile: --experiment, --systems, --seeds,
 the budget (--train_steps and --batch_tokens or --batch_size), and any other `train` or decoding
@@ -14,6 +15,7 @@ import os
 from absl import logging
 
 from tfnmt.cli import common, main
+from tfnmt.cli.average import average_checkpoints
 from tfnmt.cli.flags import FLAGS, read
 from tfnmt.data import sources
 from tfnmt.errors import ConfigError, UserError
@@ -49,6 +51,10 @@ def spec_from_flags(o):
         raise ConfigError(f"an experiment's batches are either --batch_tokens or --batch_size, "
                           f"the other 0, not --batch_tokens={FLAGS.batch_tokens} and "
                           f"--batch_size={FLAGS.batch_size}")
+    if o.average_checkpoints > FLAGS.keep_checkpoints:
+        raise ConfigError(f"--average_checkpoints={o.average_checkpoints}: the runs keep only "
+                          f"their last --keep_checkpoints={FLAGS.keep_checkpoints} checkpoints: "
+                          "set --keep_checkpoints to as many or more in the experiment file")
     edges = length_buckets.parse_edges(FLAGS.length_buckets) if FLAGS.length_buckets else None
     decoding = dataclasses.asdict(common.decode_options())
     return {
@@ -58,6 +64,7 @@ def spec_from_flags(o):
         "budget": {name: FLAGS[name].value for name in BUDGET},
         "test_splits": ([s.strip() for s in o.test_splits.split(",") if s.strip()]
                         or [sources.default_splits(common.data_spec())[2]]),
+        "average_checkpoints": o.average_checkpoints,
         "decoding": decoding,
         "target_lang": FLAGS.target_lang,
         "tokenize": FLAGS.bleu_tokenize,
@@ -95,6 +102,10 @@ def run():
                     runs_lib.train(run, forwarded, budget, main.main)
                 if not runs_lib.scored(run, spec["test_splits"]):
                     runs_lib.score(run, root, scoring)
+                num = spec["average_checkpoints"]
+                if num and not runs_lib.averaged_scored(run, num, spec["test_splits"]):
+                    averaged, steps = runs_lib.average(run, num, average_checkpoints)
+                    runs_lib.score(averaged, root, scoring, {"averaged_steps": steps})
             except (UserError, FloatingPointError) as e:
                 logging.error("experiment: %s failed: %s; going on with the other runs",
                               run.name, e)
@@ -105,7 +116,10 @@ def run():
     for split in report["test_splits"]:
         if split in report["signatures"]:
             print(f"  {split} BLEU signature: {report['signatures'][split]['bleu']}")
-        for name, row in report["results"][split].items():
+        rows = [(name, row) for name, row in report["results"][split].items()]
+        rows += [(f"{name} ({report_lib.averaged_label(report)})", row)
+                 for name, row in report.get("averaged_results", {}).get(split, {}).items()]
+        for name, row in rows:
             if row["bleu_mean"] is not None:
                 print(f"  {split} {name}: BLEU {row['bleu_mean']:.2f} ± {row['bleu_std']:.2f} "
                       f"({row['runs']} runs)")

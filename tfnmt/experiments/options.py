@@ -23,6 +23,10 @@ class ExperimentOptions:
     test_splits: str = option(
         '', "Splits scored with the final checkpoints, comma-separated ('' = the data's test "
         "split).")
+    average_checkpoints: int = option(
+        0, "Also score the average of each run's last N checkpoints (as `tfnmt average` writes "
+        "it, into RUN/averaged-N/), reported beside the final ones (0 = the final checkpoint "
+        "only).", bounds='>= 0')
     shard: str = option(
         '1/1', 'Train and score only share I of N of the runs (I/N, 1 <= I <= N), e.g. one share '
         'per machine; then `--report_only` collects what exists.')

@@ -1,6 +1,7 @@
 """The plots of an experiment report (matplotlib, the non-interactive Agg backend):
 validation BLEU and loss against target tokens seen and against training time, one colour per
-system, each seed a thin line and the mean over seeds bold; and test BLEU by source length."""
+system, each seed a thin line and the mean over seeds bold; and test BLEU by source length (the
+averaged checkpoints dashed, in their system's colour)."""
 
 import os
 
@@ -64,18 +65,24 @@ def _validation_figure(pyplot, report, y_key, label):
 
 
 def _length_figure(pyplot, report, split):
-    rows = report["results"][split]
+    colours = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
+    blocks = [(report["results"][split], "", "-")]
+    if report.get("average_checkpoints"):
+        blocks.append((report["averaged_results"][split],
+                       f" (average of the last {report['average_checkpoints']})", "--"))
     figure, panel = pyplot.subplots(figsize=(7, 4.5))
     drawn = 0
     labels = None
-    for name, row in rows.items():
-        buckets = row.get("length_buckets")
-        if not buckets:
-            continue
-        labels = [b["bucket"] for b in buckets]
-        values = [np.nan if b["bleu_mean"] is None else b["bleu_mean"] for b in buckets]
-        panel.plot(range(len(values)), values, marker="o", label=name)
-        drawn += 1
+    for rows, suffix, style in blocks:
+        for index, (name, row) in enumerate(rows.items()):
+            buckets = row.get("length_buckets")
+            if not buckets:
+                continue
+            labels = [b["bucket"] for b in buckets]
+            values = [np.nan if b["bleu_mean"] is None else b["bleu_mean"] for b in buckets]
+            panel.plot(range(len(values)), values, style, marker="o",
+                       color=colours[index % len(colours)], label=name + suffix)
+            drawn += 1
     if labels:
         panel.set_xticks(range(len(labels)), labels)
     panel.set_xlabel("source length (words)")

@@ -8,7 +8,10 @@ bootstrap resampling and paired approximate randomization, per seed (a system's 
 baseline's run of the same seed) and across seeds (the outputs of the seeds both have, pooled:
 the test set once per seed). A run is complete when `train` finished it at the experiment's
 budget and its final checkpoint is scored; other runs are listed as partial (or not started) and
-left out of the means and the tests.
+left out of the means and the tests. With --average_checkpoints=N the averages of the runs' last N
+checkpoints (runs.py) are reported the same way, as systems of their own: averaged_results, with
+their p-values against the baseline's averaged models; a complete run whose average is not scored
+yet is left out of those.
 """
 
 import glob
@@ -61,8 +64,9 @@ def curves(scalars):
     return points, total
 
 
-def collect(run, budget_steps, splits):
-    """What exists of one run."""
+def collect(run, budget_steps, splits, average=0):
+    """What exists of one run (and, average > 0, of the average of its last `average`
+    checkpoints)."""
     entry = {"system": run.system, "seed": run.seed, "directory": run.directory, "step": 0,
              "status": "not started", "validation": []}
     if not os.path.isdir(os.path.join(run.directory, "logs")):
@@ -76,6 +80,10 @@ def collect(run, budget_steps, splits):
     if complete:
         entry["parameters"] = scores["parameters"]
         entry["tests"] = scores["tests"]
+        if average and runs_lib.averaged_scored(run, average, splits):
+            averaged = runs_lib.read_json(os.path.join(runs_lib.averaged(run, average).directory,
+                                                       runs_lib.SCORES_FILE))
+            entry["averaged"] = {"steps": averaged["averaged_steps"], "tests": averaged["tests"]}
     return entry
 
 
@@ -124,19 +132,13 @@ def _target_lang(runs, default):
     return default
 
 
-def build(root, spec):
-    """report.json's content. spec: experiment, systems [(name, flagfile)], seeds, budget
-    {train_steps, ...}, test_splits, decoding, target_lang, tokenize."""
-    budget_steps = spec["budget"]["train_steps"]
-    runs = runs_lib.plan(root, spec["systems"], spec["seeds"])
-    entries = [collect(run, budget_steps, spec["test_splits"]) for run in runs]
-    by_run = {(e["system"], e["seed"]): (run, e) for run, e in zip(runs, entries)}
+def _results(root, spec, by_run, target_lang):
+    """{split: {system: row}}: means over the seeds a system completed, and p-values against the
+    baseline. by_run: {(system, seed): (run, its entry)}, the entry holding "tests" if scored."""
     names = [name for name, _ in spec["systems"]]
     baseline = names[0]
-    target_lang = _target_lang(runs, spec["target_lang"])
-    splits = spec["test_splits"]
     results = {}
-    for split in splits:
+    for split in spec["test_splits"]:
         results[split] = {}
         for name in names:
             done = [(seed, by_run[(name, seed)]) for seed in spec["seeds"]
@@ -161,20 +163,47 @@ def build(root, spec):
                     root, split, {s: by_run[(baseline, s)][0] for s in paired},
                     {s: by_run[(name, s)][0] for s in paired}, paired, target_lang, spec["tokenize"]) if paired else None
             results[split][name] = row
+    return results
+
+
+def build(root, spec):
+    """report.json's content. spec: experiment, systems [(name, flagfile)], seeds, budget
+    {train_steps, ...}, test_splits, decoding, target_lang, tokenize, average_checkpoints."""
+    budget_steps = spec["budget"]["train_steps"]
+    average = spec.get("average_checkpoints", 0)
+    runs = runs_lib.plan(root, spec["systems"], spec["seeds"])
+    entries = [collect(run, budget_steps, spec["test_splits"], average) for run in runs]
+    by_run = {(e["system"], e["seed"]): (run, e) for run, e in zip(runs, entries)}
+    baseline = spec["systems"][0][0]
+    target_lang = _target_lang(runs, spec["target_lang"])
+    splits = spec["test_splits"]
+    results = _results(root, spec, by_run, target_lang)
     signatures = {}
     for entry in entries:
         for split, test in entry.get("tests", {}).items():
             signatures.setdefault(split, {"bleu": test["bleu_signature"],
                                           "chrf": test["chrf_signature"]})
-    return {"experiment": spec["experiment"], "baseline": baseline,
-            "systems": [{"name": n, "flagfile": f} for n, f in spec["systems"]],
-            "seeds": spec["seeds"], "budget": spec["budget"], "decoding": spec["decoding"],
-            "test_splits": splits, "signatures": signatures,
-            "significance_tests": {"bootstrap": "sacrebleu.significance paired bootstrap "
-                                   "resampling, 1000 resamples",
-                                   "randomization": "sacrebleu.significance paired approximate "
-                                   "randomization, 10000 trials"},
-            "runs": entries, "results": results}
+    report = {"experiment": spec["experiment"], "baseline": baseline,
+              "systems": [{"name": n, "flagfile": f} for n, f in spec["systems"]],
+              "seeds": spec["seeds"], "budget": spec["budget"], "decoding": spec["decoding"],
+              "test_splits": splits, "signatures": signatures,
+              "significance_tests": {"bootstrap": "sacrebleu.significance paired bootstrap "
+                                     "resampling, 1000 resamples",
+                                     "randomization": "sacrebleu.significance paired approximate "
+                                     "randomization, 10000 trials"},
+              "average_checkpoints": average, "runs": entries, "results": results}
+    if average:
+        # The averaged models as systems: the same rows and tests, from their own files.
+        averaged = {key: (runs_lib.averaged(run, average),
+                          dict(entry, tests=entry["averaged"]["tests"]) if "averaged" in entry
+                          else {})
+                    for key, (run, entry) in by_run.items()}
+        report["averaged_results"] = _results(root, spec, averaged, target_lang)
+    return report
+
+
+def averaged_label(report):
+    return f"average of the last {report['average_checkpoints']}"
 
 
 def _number(value, digits=2):
@@ -185,12 +214,25 @@ def _p(value):
     return "-" if value is None else f"{value:.4f}"
 
 
+def _p_pair(pvalues, metric):
+    return f"{_p(pvalues['bootstrap'][metric])} / {_p(pvalues['randomization'][metric])}"
+
+
 def _budget_text(budget):
     size = (f"{budget['batch_tokens']:,} tokens" if budget.get("batch_tokens")
             else f"{budget.get('batch_size')} sentences")
     accumulate = budget.get("accumulate_steps", 1)
     per_step = f"{accumulate} batches of {size}" if accumulate > 1 else f"batches of {size}"
     return f"{budget['train_steps']:,} steps, {per_step} (equal for every system)"
+
+
+def _seed_scores(entry, averaged, split):
+    """(test scores or None, its step as text) of a run's final checkpoint or of its average."""
+    if averaged:
+        scores = entry.get("averaged", {})
+        return (scores.get("tests", {}).get(split),
+                ", ".join(f"{step:,}" for step in scores.get("steps", ())))
+    return entry.get("tests", {}).get(split), f"{entry['step']:,}"
 
 
 def markdown(report, plot_files):
@@ -202,57 +244,75 @@ def markdown(report, plot_files):
              "- p-values against the baseline: sacreBLEU's paired bootstrap resampling (bs, 1000 "
              "resamples) and paired approximate randomization (ar, 10000 trials), on the "
              "translations of the seeds both systems completed, pooled; per seed below.", ""]
+    if report.get("average_checkpoints"):
+        lines.insert(-1, f"- ({averaged_label(report)}): the average of each run's last "
+                     f"{report['average_checkpoints']} checkpoints (`tfnmt average`), scored the "
+                     "same way; its p-values are against the baseline's averages, and its Step "
+                     "the steps averaged.")
     partial = [r for r in report["runs"] if r["status"] != "complete"]
     if partial:
         lines += ["**Partial experiment**: these runs are not complete and are left out of the "
                   "tables: " + ", ".join(f"{r['system']}/seed{r['seed']} ({r['status']}, step "
                                          f"{r['step']:,} of {report['budget']['train_steps']:,})"
                                          for r in partial) + ".", ""]
+    unaveraged = [r for r in report["runs"] if report.get("average_checkpoints")
+                  and r["status"] == "complete" and "averaged" not in r]
+    if unaveraged:
+        lines += ["**Averages not scored yet** (left out of the averaged rows): "
+                  + ", ".join(f"{r['system']}/seed{r['seed']}" for r in unaveraged) + ".", ""]
     for split in report["test_splits"]:
-        rows = report["results"][split]
+        # (label suffix, rows, averaged?): the final checkpoints, then their averages.
+        blocks = [("", report["results"][split], False)]
+        if report.get("average_checkpoints"):
+            blocks.append((f" ({averaged_label(report)})", report["averaged_results"][split],
+                           True))
+        rows = [(name + suffix, row) for suffix, block, _ in blocks for name, row in block.items()]
         lines += [f"## {split}", "",
                   "| System | Parameters | BLEU (mean ± std) | chrF (mean ± std) | p BLEU (bs / ar) "
                   "| p chrF (bs / ar) | Train target tokens/s | Decode sentences/s | Runs |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for name, row in rows.items():
-            pooled = (row.get("significance") or {}).get("pooled")
-            p_bleu = p_chrf = "baseline" if name == report["baseline"] else "-"
-            if pooled:
-                p_bleu = f"{_p(pooled['bootstrap']['bleu'])} / {_p(pooled['randomization']['bleu'])}"
-                p_chrf = f"{_p(pooled['bootstrap']['chrf'])} / {_p(pooled['randomization']['chrf'])}"
-            parameters = "-" if row["parameters"] is None else f"{row['parameters']:,}"
-            lines.append(
-                f"| {name} | {parameters} "
-                f"| {_number(row['bleu_mean'])} ± {_number(row['bleu_std'])} "
-                f"| {_number(row['chrf_mean'])} ± {_number(row['chrf_std'])} | {p_bleu} | {p_chrf} "
-                f"| {_number(row['target_tokens_per_second_mean'], 0)} "
-                f"| {_number(row['sentences_per_second_mean'], 1)} | {row['runs']} |")
+        for suffix, block, _ in blocks:
+            for name, row in block.items():
+                pooled = (row.get("significance") or {}).get("pooled")
+                p_bleu = p_chrf = "baseline" if name == report["baseline"] else "-"
+                if pooled:
+                    p_bleu = _p_pair(pooled, "bleu")
+                    p_chrf = _p_pair(pooled, "chrf")
+                parameters = "-" if row["parameters"] is None else f"{row['parameters']:,}"
+                lines.append(
+                    f"| {name}{suffix} | {parameters} "
+                    f"| {_number(row['bleu_mean'])} ± {_number(row['bleu_std'])} "
+                    f"| {_number(row['chrf_mean'])} ± {_number(row['chrf_std'])} "
+                    f"| {p_bleu} | {p_chrf} "
+                    f"| {_number(row['target_tokens_per_second_mean'], 0)} "
+                    f"| {_number(row['sentences_per_second_mean'], 1)} | {row['runs']} |")
         signature = report["signatures"].get(split)
         if signature:
             lines += ["", f"BLEU signature: `{signature['bleu']}`  ",
                       f"chrF signature: `{signature['chrf']}`"]
         lines += ["", "Per seed:", "", "| System | Seed | Step | BLEU | chrF | p BLEU (bs / ar) "
                   "| p chrF (bs / ar) |", "|---|---:|---:|---:|---:|---:|---:|"]
-        for entry in report["runs"]:
-            test = entry.get("tests", {}).get(split)
-            if test is None:
-                continue
-            seed_p = ((report["results"][split][entry["system"]].get("significance") or {})
-                      .get("per_seed", {}).get(str(entry["seed"])))
-            p_bleu = p_chrf = "-"
-            if seed_p:
-                p_bleu = f"{_p(seed_p['bootstrap']['bleu'])} / {_p(seed_p['randomization']['bleu'])}"
-                p_chrf = f"{_p(seed_p['bootstrap']['chrf'])} / {_p(seed_p['randomization']['chrf'])}"
-            lines.append(f"| {entry['system']} | {entry['seed']} | {entry['step']:,} "
-                         f"| {test['bleu']:.2f} | {test['chrf']:.2f} | {p_bleu} | {p_chrf} |")
-        buckets = [row.get("length_buckets") for row in rows.values() if row.get("length_buckets")]
+        for suffix, block, averaged in blocks:
+            for entry in report["runs"]:
+                test, step = _seed_scores(entry, averaged, split)
+                if test is None:
+                    continue
+                seed_p = ((block[entry["system"]].get("significance") or {})
+                          .get("per_seed", {}).get(str(entry["seed"])))
+                p_bleu = p_chrf = "-"
+                if seed_p:
+                    p_bleu = _p_pair(seed_p, "bleu")
+                    p_chrf = _p_pair(seed_p, "chrf")
+                lines.append(f"| {entry['system']}{suffix} | {entry['seed']} | {step} "
+                             f"| {test['bleu']:.2f} | {test['chrf']:.2f} | {p_bleu} | {p_chrf} |")
+        buckets = [row.get("length_buckets") for _, row in rows if row.get("length_buckets")]
         if buckets:
             labels = [b["bucket"] for b in buckets[0]]
             lines += ["", "BLEU by source length (words; mean over seeds):", "",
                       "| System | " + " | ".join(f"{label} ({b['sentences']})"
                                                  for label, b in zip(labels, buckets[0])) + " |",
                       "|---|" + "---:|" * len(labels)]
-            for name, row in rows.items():
+            for name, row in rows:
                 if row.get("length_buckets"):
                     lines.append(f"| {name} | " + " | ".join(_number(b["bleu_mean"])
                                                           for b in row["length_buckets"]) + " |")

@@ -5,14 +5,21 @@ records what it has done in files beside its checkpoints, so that an experiment 
 and started again at any point, and its runs spread over machines:
   run.json            written when `train` returned: the step it reached and the budget it had;
   scores.json         the test scores of the checkpoint of `step` (BLEU, chrF, by length, speed);
-  test/SPLIT.hyp      that checkpoint's translations of each test split (for significance tests).
+  test/SPLIT.hyp      that checkpoint's translations of each test split (for significance tests);
+  averaged-N/         with --average_checkpoints=N: the average of the run's last N checkpoints,
+                      a model directory of its own (`tfnmt average` writes it, complete or not at
+                      all) scored like the run, into averaged-N/scores.json (with the steps
+                      averaged) and averaged-N/test/SPLIT.hyp; it belongs to the run's newest
+                      step, and is averaged again once the run has trained further.
 The sources and references of each test split are kept once per experiment, in data/.
 """
 
 import dataclasses
 import gc
+import glob
 import json
 import os
+import shutil
 import time
 
 from absl import logging
@@ -28,10 +35,12 @@ class Run:
     seed: int
     flagfile: str
     directory: str
+    averaged: int = 0  # > 0: the average of the last `averaged` checkpoints of the run
 
     @property
     def name(self):
-        return f"{self.system}/seed{self.seed}"
+        name = f"{self.system}/seed{self.seed}"
+        return f"{name} (average of the last {self.averaged})" if self.averaged else name
 
 
 def plan(root, systems, seeds):
@@ -100,6 +109,39 @@ def scored(run, splits):
             and all(split in scores["tests"] for split in splits))
 
 
+def averaged(run, num):
+    """The average of the run's last `num` checkpoints, as a run of its own (RUN/averaged-N)."""
+    return dataclasses.replace(run, directory=os.path.join(run.directory, f"averaged-{num}"),
+                               averaged=num)
+
+
+def averaged_scored(run, num, splits):
+    """Whether the average of the run's newest `num` checkpoints is scored on every split."""
+    average = averaged(run, num)
+    return latest_step(average.directory) == latest_step(run.directory) and scored(average, splits)
+
+
+def average(run, num, average_checkpoints):
+    """Writes the average of the run's last `num` checkpoints unless it is there for the run's
+    newest step (the average of an older step, the run trained further since, is replaced);
+    returns it as a run and the steps it averages. average_checkpoints: `tfnmt average`'s
+    (model_dir, output_dir, num, which) -> (checkpoint, paths averaged)."""
+    from tfnmt.training import checkpoints
+    target = averaged(run, num)
+    if latest_step(target.directory) != latest_step(run.directory):
+        # A run is scored by one process at a time: what a killed one left is not in use.
+        parent, base = os.path.split(target.directory)
+        for leftover in [target.directory] + glob.glob(os.path.join(parent, f".{base}.staging-*")):
+            shutil.rmtree(leftover, ignore_errors=True)
+        logging.info("experiment: averaging the last %d checkpoints of %s", num, run.name)
+        # The last, not the best: the experiment compares systems at the end of one budget,
+        # and the best are picked with the validation data.
+        average_checkpoints(run.directory, target.directory, num, "last")
+    # The checkpoints `tfnmt average` took: the run has not changed since (same newest step).
+    paths = checkpoints.list_checkpoints(run.directory, "last")[:num]
+    return target, sorted(int(path.rsplit("-", 1)[1]) for path in paths)
+
+
 def hypotheses_path(run, split):
     return os.path.join(run.directory, "test", f"{split}.hyp")
 
@@ -138,10 +180,10 @@ def _test_data(root, spec, split, limit):
     return source_lines, references
 
 
-def score(run, root, settings):
-    """Scores the newest checkpoint of a run on each test split; writes scores.json and the
-    translations. settings: test_splits, test_limit, decode_options, decode_batch_size,
-    length_edges, tokenize, manual_dir, tfds_data_dir."""
+def score(run, root, settings, record=None):
+    """Scores the newest checkpoint of a run on each test split; writes scores.json (with
+    `record`'s items) and the translations. settings: test_splits, test_limit, decode_options,
+    decode_batch_size, length_edges, tokenize, manual_dir, tfds_data_dir."""
     import keras
     from tfnmt import model_dir as model_dir_lib
     from tfnmt.data import sources as sources_lib
@@ -162,7 +204,7 @@ def score(run, root, settings):
     splits = settings["test_splits"]
     scoring = {"target_lang": spec.target_lang, "tokenize": settings["tokenize"]}
     result = {"step": latest_step(run.directory), "checkpoint": os.path.basename(path),
-              "parameters": int(model.count_params()), "tests": {}}
+              "parameters": int(model.count_params()), "tests": {}, **(record or {})}
     for split in splits:
         source_lines, references = _test_data(root, spec, split, settings["test_limit"])
         # One batch first, so that tracing the decoder is not counted as decoding time.
