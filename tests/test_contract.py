@@ -19,7 +19,7 @@ from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
 from tfnmt.export import saved_model, tflite
 from tfnmt.models import catalog
-from tfnmt.models.base import split_shared, with_shared
+from tfnmt.decoding.memory import split_shared, with_shared
 from tfnmt.training import checkpoints
 from tfnmt.training.checkpoints import Checkpoints, trackables
 from tfnmt.training.optimizers import make_optimizer

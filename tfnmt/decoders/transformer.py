@@ -13,12 +13,12 @@ projection reuses the target embedding matrix with `tie_output`.
 import keras
 import tensorflow as tf
 
+from tfnmt.decoding.memory import SHARED
 from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.part import Part
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerDecoderLayer,
                                              layer_args, tied_logits, token_embedding)
-from tfnmt.models.base import SHARED
 
 
 class TransformerDecoder(Part):

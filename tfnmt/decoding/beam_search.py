@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from tfnmt.decoding.memory import split_shared, with_shared
 from tfnmt.errors import ConfigError
-from tfnmt.models.base import split_shared, with_shared
 
 NEG_INF = -1e9
 

@@ -16,9 +16,9 @@ axis 0 at every step, so what never differs between the hypotheses of one senten
 keys of the source, say) belongs in the memory, not in the state. Everything in both must have
 the batch as its first dimension: the rows of a sentence whose result is final leave both, so
 `step` may get fewer rows than the step before. The one exception is `memory["shared"]`
-(`SHARED`), where `decoding_memory` puts what is the same for every sentence (the transposed
-output matrix): the searches neither tile nor gather it, and every `step` gets it as it is. Auxiliary losses (e.g. a diversity
-term) are added with `self.add_loss` inside `call` and summed into the training loss.
+(`SHARED`, decoding/memory.py): what is the same for every sentence (the transposed output
+matrix), which the searches neither tile nor gather. Auxiliary losses (e.g. a diversity term)
+are added with `self.add_loss` inside `call` and summed into the training loss.
 
 A model is decoded by the strategies of its `strategy_family` (decoding/strategies.py). A CTC
 model (`autoregressive = False`, `strategy_family = "ctc"`) implements, instead of
@@ -44,23 +44,6 @@ from tfnmt.errors import ConfigError
 from tfnmt.objectives import replicas
 from tfnmt.objectives.losses import label_smoothed_cross_entropy
 from tfnmt.objectives.replicas import TOTAL_PREFIX
-
-
-# The key of the decoding memory's entries that are not per sentence (see above).
-SHARED = "shared"
-
-
-def split_shared(memory):
-    """(the memory's per-sentence rows, its SHARED entry or None)."""
-    if isinstance(memory, dict) and SHARED in memory:
-        rows = dict(memory)
-        return rows, rows.pop(SHARED)
-    return memory, None
-
-
-def with_shared(rows, shared):
-    """The memory `step` reads: the rows a search carries and the SHARED entry."""
-    return rows if shared is None else dict(rows, **{SHARED: shared})
 
 
 class Seq2SeqModel(keras.Model):
