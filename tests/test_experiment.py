@@ -4,6 +4,8 @@ run in shares, interrupted, resumed, and its report checked against sacreBLEU.""
 import glob
 import json
 import os
+import shutil
+import subprocess
 
 import pytest
 import sacrebleu
@@ -191,6 +193,61 @@ def test_averaged_checkpoints_are_scored_once_and_reported(experiment, caplog):
     assert _report(root) == report
     with open(os.path.join(root, "report.md")) as f:
         assert f.read() == markdown
+
+
+def _without_directories(report):
+    return dict(report, runs=[{k: v for k, v in r.items() if k != "directory"}
+                              for r in report["runs"]])
+
+
+def test_the_records_docs_results_keeps_rebuild_the_report_and_count_as_finished(
+        experiment, tmp_path, caplog, capsys):
+    """What git keeps of a finished experiment under docs/results/.gitignore (no checkpoints,
+    vocabularies or data) is enough: the report rebuilt from it is the same, and running the
+    experiment again trains and scores nothing."""
+    config, root = experiment
+    runs = ["small/seed1", "narrow/seed1", "small/seed2", "narrow/seed2"]
+    assert run_cli("experiment", f"--flagfile={config}") == 0  # done already by the tests above
+    report = _report(root)
+    with open(os.path.join(root, "report.md")) as f:
+        markdown = f.read()
+
+    repo = tmp_path / "repo"
+    shutil.copytree(root, repo / "docs" / "results" / "tiny")
+    shutil.copy(os.path.join(REPO, "docs", "results", ".gitignore"), repo / "docs" / "results")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    kept = subprocess.run(["git", "-C", str(repo), "ls-files"], check=True, capture_output=True,
+                          text=True).stdout.split()
+    assert "docs/results/tiny/small/seed1/test/test.hyp" in kept
+    assert not [f for f in kept if "/ckpt/" in f or "/data/" in f or f.endswith("spm.model")]
+    results = tmp_path / "clone" / "docs" / "results"
+    for name in kept:
+        os.makedirs(os.path.dirname(tmp_path / "clone" / name), exist_ok=True)
+        shutil.copy(repo / name, tmp_path / "clone" / name)
+    copy = str(results / "tiny")
+
+    # The test references are written back from the data for the significance tests.
+    assert run_cli("experiment", f"--flagfile={config}", f"--runs_dir={results}",
+                   "--report_only") == 0
+    assert _without_directories(_report(copy)) == _without_directories(report)
+    with open(os.path.join(copy, "report.md")) as f:
+        assert f.read() == markdown
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert run_cli("experiment", f"--flagfile={config}", f"--runs_dir={results}") == 0
+    assert caplog.text.count("is trained") == 4 and "training transformer" not in caplog.text
+    assert "sentences/s)" not in caplog.text
+
+    # At another budget there is nothing to resume from: refused, the records left as they were.
+    with open(os.path.join(copy, runs[0], "run.json")) as f:
+        record = f.read()
+    capsys.readouterr()
+    assert run_cli("experiment", f"--flagfile={config}", f"--runs_dir={results}",
+                   f"--train_steps={2 * STEPS}", "--shard=1/4") == 2
+    assert "no checkpoint to go on from" in capsys.readouterr().err
+    with open(os.path.join(copy, runs[0], "run.json")) as f:
+        assert f.read() == record
 
 
 def _checkpoints(directory, steps):

@@ -110,6 +110,7 @@ def run():
                 logging.error("experiment: %s failed: %s; going on with the other runs",
                               run.name, e)
                 failed.append(run.name)
+    runs_lib.restore_test_data(root, runs_lib.plan(root, spec["systems"], spec["seeds"]), scoring)
     report = report_lib.write(root, spec)
     done = sum(entry["status"] == "complete" for entry in report["runs"])
     print(f"{os.path.join(root, 'report.md')}: {done} of {len(report['runs'])} runs complete")

@@ -71,7 +71,7 @@ def collect(run, budget_steps, splits, average=0):
              "status": "not started", "validation": []}
     if not os.path.isdir(os.path.join(run.directory, "logs")):
         return entry
-    entry["step"] = runs_lib.latest_step(run.directory)
+    entry["step"] = runs_lib.step(run.directory)
     entry["validation"], totals = curves(read_scalars(run.directory))
     entry.update(totals)
     scores = runs_lib.read_json(os.path.join(run.directory, runs_lib.SCORES_FILE))

@@ -12,6 +12,12 @@ and started again at any point, and its runs spread over machines:
                       averaged) and averaged-N/test/SPLIT.hyp; it belongs to the run's newest
                       step, and is averaged again once the run has trained further.
 The sources and references of each test split are kept once per experiment, in data/.
+
+Only these records are needed once a run is finished: the report reads nothing else (but the
+config.json the run was trained with and its logs/), and a finished run whose checkpoints are gone
+(deleted to save space, or not copied with its records from another machine) still counts as
+finished at the step its records give, so the experiment skips it. docs/results/.gitignore keeps
+exactly these files of the experiments committed there.
 """
 
 import dataclasses
@@ -76,11 +82,24 @@ def latest_step(directory):
     return int(path.rsplit("-", 1)[1]) if path else 0
 
 
+def step(directory):
+    """The step of a run (or of an average, averaged-N/): its newest checkpoint's, or, when it
+    has no checkpoints left, the step its records (run.json, else scores.json) were written at."""
+    found = latest_step(directory)
+    if found:
+        return found
+    for name in (RUN_FILE, SCORES_FILE):
+        record = read_json(os.path.join(directory, name))
+        if record:
+            return record["step"]
+    return 0
+
+
 def trained(run, budget_steps):
     """Whether `train` finished this run at this budget (its step budget, or early stopping)."""
     record = read_json(os.path.join(run.directory, RUN_FILE))
     return bool(record) and record["budget_steps"] == budget_steps \
-        and record["step"] == latest_step(run.directory)
+        and record["step"] == step(run.directory)
 
 
 def train(run, forwarded, budget_steps, command):
@@ -88,6 +107,11 @@ def train(run, forwarded, budget_steps, command):
     experiment's own flags (the budget, data, decoding: equal for every system), then its seed
     and directory. command: the CLI's entry point (argv -> exit status)."""
     import keras
+    if latest_step(run.directory) == 0 and read_json(os.path.join(run.directory, RUN_FILE)):
+        # Training from scratch would overwrite the records of the steps already done.
+        raise ConfigError(f"{run.directory} holds the records of a run finished at another "
+                          "budget but no checkpoint to go on from: give it its own --runs_dir, "
+                          "or remove that directory to train it again")
     args = ["tfnmt", "train", f"--flagfile={run.flagfile}", *forwarded,
             f"--model_dir={run.directory}", f"--seed={run.seed}", "--evaluate_at_end=false"]
     logging.info("experiment: training %s (%s)", run.name, run.directory)
@@ -105,7 +129,7 @@ def train(run, forwarded, budget_steps, command):
 def scored(run, splits):
     """Whether the newest checkpoint of a run is scored on every split of `splits`."""
     scores = read_json(os.path.join(run.directory, SCORES_FILE))
-    return (scores is not None and scores["step"] == latest_step(run.directory)
+    return (scores is not None and scores["step"] == step(run.directory)
             and all(split in scores["tests"] for split in splits))
 
 
@@ -118,7 +142,7 @@ def averaged(run, num):
 def averaged_scored(run, num, splits):
     """Whether the average of the run's newest `num` checkpoints is scored on every split."""
     average = averaged(run, num)
-    return latest_step(average.directory) == latest_step(run.directory) and scored(average, splits)
+    return step(average.directory) == step(run.directory) and scored(average, splits)
 
 
 def average(run, num, average_checkpoints):
@@ -180,13 +204,35 @@ def _test_data(root, spec, split, limit):
     return source_lines, references
 
 
+def _data_spec(config, settings):
+    from tfnmt.data import sources as sources_lib
+    data = config["data"]
+    return sources_lib.DataSpec(data["data"], data["source_lang"], data["target_lang"],
+                                settings["manual_dir"], settings["tfds_data_dir"])
+
+
+def restore_test_data(root, runs, settings):
+    """Writes ROOT/data again where it is missing, from the data of the first scored run: the
+    records of finished runs are kept without it (docs/results/.gitignore), and the report's
+    significance tests need the references."""
+    from tfnmt import model_dir as model_dir_lib
+    missing = [split for split in settings["test_splits"]
+               if not os.path.isfile(data_path(root, split, "ref"))]
+    scored_runs = [run for run in runs if os.path.isfile(os.path.join(run.directory, SCORES_FILE))
+                   and os.path.isfile(model_dir_lib.config_path(run.directory))]
+    if not missing or not scored_runs:
+        return
+    spec = _data_spec(model_dir_lib.read_config(scored_runs[0].directory), settings)
+    for split in missing:
+        _test_data(root, spec, split, settings["test_limit"])
+
+
 def score(run, root, settings, record=None):
     """Scores the newest checkpoint of a run on each test split; writes scores.json (with
     `record`'s items) and the translations. settings: test_splits, test_limit, decode_options,
     decode_batch_size, length_edges, tokenize, manual_dir, tfds_data_dir."""
     import keras
     from tfnmt import model_dir as model_dir_lib
-    from tfnmt.data import sources as sources_lib
     from tfnmt.decoding.options import DecodingOptions
     from tfnmt.decoding.translator import Translator, translate_sentences
     from tfnmt.evaluation import bleu, length_buckets
@@ -198,9 +244,7 @@ def score(run, root, settings, record=None):
     checkpoints.restore_model(model, path)
     translator = Translator(model, source_vocab, target_vocab,
                             options=DecodingOptions.from_record(settings["decode_options"]))
-    data = config["data"]
-    spec = sources_lib.DataSpec(data["data"], data["source_lang"], data["target_lang"],
-                                settings["manual_dir"], settings["tfds_data_dir"])
+    spec = _data_spec(config, settings)
     splits = settings["test_splits"]
     scoring = {"target_lang": spec.target_lang, "tokenize": settings["tokenize"]}
     result = {"step": latest_step(run.directory), "checkpoint": os.path.basename(path),
