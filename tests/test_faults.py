@@ -299,6 +299,49 @@ def test_no_checkpoint_file_is_deleted_while_the_state_file_lists_it(tmp_path, m
                           for ext in (".index", ".data-00000-of-00001")])
 
 
+def test_a_relative_model_dir_keeps_a_state_file_that_resumes(tmp_path, monkeypatch):
+    # Every config names a relative --model_dir (runs/...); dropping the old checkpoints once
+    # listed the others as runs/m/ckpt/../../../ckpt-N, and nothing resumed, scored or was deleted.
+    monkeypatch.chdir(tmp_path)
+    value = tf.Variable(0.0)
+    saver = checkpoints.Checkpoints("runs/m", {"v": value}, keep_last=2)
+    for step in range(1, 5):
+        value.assign(float(step))
+        saver.save(step)
+    assert checkpoints.list_checkpoints("runs/m") == ["runs/m/ckpt/ckpt-4", "runs/m/ckpt/ckpt-3"]
+    assert tf.train.latest_checkpoint("runs/m/ckpt") == "runs/m/ckpt/ckpt-4"
+    with open("runs/m/ckpt/checkpoint") as f:
+        assert [line.split('"')[1] for line in f if "_path" in line] == ["ckpt-4", "ckpt-3", "ckpt-4"]
+    assert sorted(os.listdir("runs/m/ckpt")) == sorted(
+        ["checkpoint"] + [f"ckpt-{n}{ext}" for n in (3, 4) for ext in (".index", ".data-00000-of-00001")])
+    restored = tf.Variable(0.0)
+    assert checkpoints.Checkpoints("runs/m", {"v": restored}).restore_latest() == "runs/m/ckpt/ckpt-4"
+    assert restored.numpy() == 4.0
+
+
+def test_a_state_file_written_wrong_by_older_code_is_read_and_repaired(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    value = tf.Variable(0.0)
+    saver = checkpoints.Checkpoints("runs/m", {"v": value}, keep_last=5)
+    for step in (1, 2):
+        value.assign(float(step))
+        saver.save(step)
+    with open("runs/m/ckpt/checkpoint", "w") as f:  # as the old code left it
+        f.write('model_checkpoint_path: "../../../ckpt-2"\n'
+                'all_model_checkpoint_paths: "../../../ckpt-1"\n'
+                'all_model_checkpoint_paths: "../../../ckpt-2"\n'
+                f'all_model_checkpoint_timestamps: {time.time() - 2}\n'
+                f'all_model_checkpoint_timestamps: {time.time() - 1}\n'
+                f'last_preserved_timestamp: {time.time() - 3}\n')
+    assert tf.train.latest_checkpoint("runs/m/ckpt") is None
+    assert checkpoints.list_checkpoints("runs/m") == ["runs/m/ckpt/ckpt-2", "runs/m/ckpt/ckpt-1"]
+    assert checkpoints.resolve("runs/m") == "runs/m/ckpt/ckpt-2"
+    restored = tf.Variable(0.0)
+    assert checkpoints.Checkpoints("runs/m", {"v": restored}).restore_latest() == "runs/m/ckpt/ckpt-2"
+    assert restored.numpy() == 2.0
+    assert tf.train.latest_checkpoint("runs/m/ckpt") == "runs/m/ckpt/ckpt-2"  # rewritten
+
+
 def test_killed_training_resumes_from_the_last_checkpoint_again_and_again(corpus, tmp_path, caplog):
     """kill -9 at random points of a run that saves every step, three times; every checkpoint
     left is restorable, and the run then resumes and completes with the right step count."""

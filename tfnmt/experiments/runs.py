@@ -76,10 +76,9 @@ def write_json(path, value):
 
 def latest_step(directory):
     """The step of the newest checkpoint of a run (0 if none)."""
-    import tensorflow as tf
-    from tfnmt.training.checkpoints import LAST_DIR
-    path = tf.train.latest_checkpoint(os.path.join(directory, LAST_DIR))
-    return int(path.rsplit("-", 1)[1]) if path else 0
+    from tfnmt.training.checkpoints import list_checkpoints
+    paths = list_checkpoints(directory)
+    return int(paths[0].rsplit("-", 1)[1]) if paths else 0
 
 
 def step(directory):

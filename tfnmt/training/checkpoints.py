@@ -97,6 +97,8 @@ class Checkpoints:
                                                          if k not in optional})
                                   if optional else None)
         self.keep_last = keep_last
+        if chief:
+            _repair_state(os.path.join(model_dir, LAST_DIR))
         self.last = self._manager()
         self.best_dir = os.path.join(model_dir, BEST_DIR)
         self.keep_best = keep_best
@@ -291,16 +293,53 @@ def _unreadable(path):
     return None
 
 
-def _drop_from_state(directory, dropped):
+def _state(directory):
+    """(paths, oldest first, their timestamps, the last preserved timestamp) of the state file
+    in `directory`, each path one that opens. Until 2026-11-25 tfnmt rewrote the state file of a
+    relative model directory with each path relative to that directory twice over (ckpt-N listed
+    as DIR/../../../ckpt-N: nothing could be resumed, scored or deleted); a listed checkpoint
+    that is not there but is in `directory` itself is read from there."""
     state = tf.train.get_checkpoint_state(directory)
-    paths = list(state.all_model_checkpoint_paths)
-    stamps = list(state.all_model_checkpoint_timestamps) or [state.last_preserved_timestamp] * len(paths)
-    kept = [(p, t) for p, t in zip(paths, stamps) if p not in dropped]
-    # Relative paths, as CheckpointManager writes them: the model directory stays movable.
+    if not state:
+        return [], [], None
+    paths = []
+    for path in state.all_model_checkpoint_paths:
+        here = os.path.join(directory, os.path.basename(path))
+        if not tf.io.gfile.exists(path + ".index") and tf.io.gfile.exists(here + ".index"):
+            path = here
+        paths.append(path)
+    stamps = (list(state.all_model_checkpoint_timestamps)
+              or [state.last_preserved_timestamp] * len(paths))
+    return paths, stamps, state.last_preserved_timestamp
+
+
+def _write_state(directory, paths, stamps, last_preserved):
+    # Names relative to `directory`, as CheckpointManager writes them, so that the model directory
+    # stays movable. TensorFlow makes a path relative to a relative `directory` itself (reading
+    # it as relative to the working directory first) but keeps a relative one as given under an
+    # absolute `directory`.
+    names = [os.path.basename(p) for p in paths]
+    if not os.path.isabs(directory):
+        names = [os.path.join(directory, name) for name in names]
     tf.compat.v1.train.update_checkpoint_state(
-        directory, os.path.basename(kept[-1][0]), [os.path.basename(p) for p, _ in kept],
-        all_model_checkpoint_timestamps=[t for _, t in kept],
-        last_preserved_timestamp=state.last_preserved_timestamp)
+        directory, names[-1], names, all_model_checkpoint_timestamps=stamps,
+        last_preserved_timestamp=last_preserved)
+
+
+def _repair_state(directory):
+    """Rewrites a state file that lists checkpoints by paths that do not open (see _state)."""
+    state = tf.train.get_checkpoint_state(directory)
+    paths, stamps, last_preserved = _state(directory)
+    if paths and paths != list(state.all_model_checkpoint_paths):
+        logging.info("%s: the checkpoint state file listed its checkpoints by wrong paths "
+                     "(tfnmt before 2026-11-25, a relative model directory): rewritten", directory)
+        _write_state(directory, paths, stamps, last_preserved)
+
+
+def _drop_from_state(directory, dropped):
+    paths, stamps, last_preserved = _state(directory)
+    kept = [(p, t) for p, t in zip(paths, stamps) if p not in dropped]
+    _write_state(directory, [p for p, _ in kept], [t for _, t in kept], last_preserved)
 
 
 def remove_leftovers(model_dir):
@@ -338,8 +377,7 @@ def list_checkpoints(model_dir, which="last"):
     """Checkpoint paths, newest (last) or best (best) first."""
     if which == "best":
         return [os.path.join(model_dir, BEST_DIR, e["path"]) for e in read_best_index(model_dir)]
-    state = tf.train.get_checkpoint_state(os.path.join(model_dir, LAST_DIR))
-    return list(reversed(state.all_model_checkpoint_paths)) if state else []
+    return list(reversed(_state(os.path.join(model_dir, LAST_DIR))[0]))
 
 
 def resolve(model_dir, checkpoint=""):
