@@ -13,8 +13,8 @@ and started again at any point, and its runs spread over machines:
                       step, and is averaged again once the run has trained further.
 The sources and references of each test split are kept once per experiment, in data/.
 
-Only these records are needed once a run is finished: the report reads nothing else (but the
-config.json the run was trained with and its logs/), and a finished run whose checkpoints are gone
+Once a run is finished, these records, its config.json and its logs/ are all the report reads,
+and a finished run whose checkpoints are gone
 (deleted to save space, or not copied with its records from another machine) still counts as
 finished at the step its records give, so the experiment skips it. docs/results/.gitignore keeps
 exactly these files of the experiments committed there.

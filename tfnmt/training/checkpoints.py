@@ -294,7 +294,7 @@ def _unreadable(path):
 
 
 def _state(directory):
-    """(paths, oldest first, their timestamps, the last preserved timestamp) of the state file
+    """(paths, oldest first; their timestamps; the last preserved timestamp) of the state file
     in `directory`, each path one that opens. Until 2026-11-25 tfnmt rewrote the state file of a
     relative model directory with each path relative to that directory twice over (ckpt-N listed
     as DIR/../../../ckpt-N: nothing could be resumed, scored or deleted); a listed checkpoint
@@ -314,10 +314,10 @@ def _state(directory):
 
 
 def _write_state(directory, paths, stamps, last_preserved):
-    # Names relative to `directory`, as CheckpointManager writes them, so that the model directory
-    # stays movable. TensorFlow makes a path relative to a relative `directory` itself (reading
-    # it as relative to the working directory first) but keeps a relative one as given under an
-    # absolute `directory`.
+    # The file is to hold names relative to `directory`, as CheckpointManager writes them, so that
+    # the model directory stays movable. Under a relative `directory` TensorFlow takes each path
+    # given as relative to the working directory and rewrites it relative to `directory`; under
+    # an absolute one it writes a relative path as given.
     names = [os.path.basename(p) for p in paths]
     if not os.path.isabs(directory):
         names = [os.path.join(directory, name) for name in names]
