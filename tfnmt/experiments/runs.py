@@ -14,10 +14,10 @@ and started again at any point, and its runs spread over machines:
 The sources and references of each test split are kept once per experiment, in data/.
 
 Once a run is finished, these records, its config.json and its logs/ are all the report reads,
-and a finished run whose checkpoints are gone
-(deleted to save space, or not copied with its records from another machine) still counts as
-finished at the step its records give, so the experiment skips it. docs/results/.gitignore keeps
-exactly these files of the experiments committed there.
+and a finished run whose checkpoints are gone (deleted to save space, or not copied with its
+records from another machine) still counts as finished at the step its records give, so the
+experiment skips it. docs/results/.gitignore keeps exactly these files of the experiments
+committed there.
 """
 
 import dataclasses
