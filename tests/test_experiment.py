@@ -1,6 +1,7 @@
 """`tfnmt experiment`: a tiny experiment (2 systems x 2 seeds, a few steps on the synthetic corpus)
 run in shares, interrupted, resumed, and its report checked against sacreBLEU."""
 
+import dataclasses
 import glob
 import json
 import os
@@ -27,9 +28,13 @@ def experiment(corpus, tmp_path_factory):
     """An experiment file and where its runs go."""
     base = tmp_path_factory.mktemp("experiment")
     small = _write(base / "small.cfg", TINY_MODEL_FLAGS)
-    # Another system: a narrower feed-forward layer (a flagfile may include another).
+    # Another system: a narrower feed-forward layer (a flagfile may include another), with
+    # decoding flags of its own that the experiment file does not set: sampling from a flat
+    # distribution, at most 3 tokens (greedy, these tiny models translate most test sentences
+    # into an empty line).
     narrow = _write(base / "narrow.cfg", [f"--flagfile={small}", "--ffn_dim=16",
-                                           "--learning_rate=1e-2"])
+                                           "--learning_rate=1e-2", "--sampling=true",
+                                           "--sampling_temperature=1000", "--max_decode_length=3"])
     config = _write(base / "tiny.cfg", [
         "--experiment=tiny", f"--runs_dir={base / 'runs'}",
         f"--systems=small={small},narrow={narrow}", "--seeds=1,2",
@@ -76,6 +81,22 @@ def test_tiny_experiment_in_shares_interrupted_resumed_and_reported(experiment, 
     row = report["results"]["test"]["narrow"]
     assert row["runs"] == 2 and row["bleu_mean"] is not None and row["parameters"] > 0
     assert row["sentences_per_second_mean"] > 0 and row["target_tokens_per_second_mean"] > 0
+    base_row = report["results"]["test"]["small"]
+    assert base_row["decode_speedup"] == 1.0
+    assert row["decode_speedup"] == pytest.approx(
+        row["sentences_per_second_mean"] / base_row["sentences_per_second_mean"])
+    with open(os.path.join(root, "report.md")) as f:
+        text = f.read()
+    assert f"| {row['decode_speedup']:.2f}x | 2 |" in text
+    # Each system decodes as its flagfile says where the experiment file is silent, and the
+    # report says so.
+    assert report["decoding"]["max_decode_length"] == 256 and not report["decoding"]["sampling"]
+    assert report["system_decoding"] == {"narrow": {
+        "max_decode_length": 3, "sampling": True, "sampling_temperature": 1000.0}}
+    assert "except narrow, as its flagfile says" in text and "max_decode_length 3" in text
+    words = [len(line.split()) for seed in (1, 2)
+             for line in open(f"{root}/narrow/seed{seed}/test/test.hyp")]
+    assert max(words) <= 3 and sum(n > 0 for n in words) > 20
     assert [b["bucket"] for b in row["length_buckets"]] == ["1-3", "4-5", ">5"]
     # The validation curves: every validation, with the target tokens seen growing.
     curve = report["runs"][0]["validation"]
@@ -341,6 +362,7 @@ def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
     monkeypatch.chdir(REPO)  # experiment files name flagfiles by paths from the repository root
     from tfnmt.cli import experiment
     from tfnmt.cli.flags import FLAGS, read
+    from tfnmt.decoding.options import DecodingOptions
     from tfnmt.experiments.options import ExperimentOptions
     from tfnmt.models import catalog
     FLAGS.unparse_flags()
@@ -355,6 +377,10 @@ def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
             assert spec["seeds"] == [1, 2] and spec["test_splits"] == ["test"]
         forwarded = experiment.forwarded_flags()
         assert f"--train_steps={budget['train_steps']}" in forwarded
+        # Every system decodes alike, but CTC models: greedy, against the baseline's beam.
+        assert spec["system_decoding"] == {
+            name: {"beam_size": 1} for name, _ in spec["systems"][1:]
+            if os.path.basename(path) == "ctc_nat.cfg"}
         for name, flagfile in spec["systems"]:
             FLAGS.unparse_flags()
             FLAGS(["tfnmt", f"--flagfile={flagfile}", *forwarded])
@@ -362,5 +388,7 @@ def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
             # The experiment's budget wins over the system's own.
             assert [FLAGS[n].value for n in experiment.BUDGET] == [
                 budget[n] for n in experiment.BUDGET], name
+            # Its test splits are decoded as its `train` decodes for validation.
+            assert dataclasses.asdict(read(DecodingOptions)) == spec["decodings"][name], name
     finally:
         FLAGS.unparse_flags()

@@ -5,15 +5,20 @@ the report (tfnmt/experiments/).
 An experiment file (configs/experiments/*.cfg) is a flagfile: --experiment, --systems, --seeds,
 the budget (--train_steps and --batch_tokens or --batch_size), and any other `train` or decoding
 flag. Every `train` flag it sets is passed to each run after the system's own flagfile, so the
-budget, data and validation settings are the same for every system; its decoding flags also
-decode the test splits.
+budget, data and validation settings are the same for every system. Decoding follows the same
+rule: a decoding flag the experiment file sets decodes every system; one it leaves unset is each
+system's own (its flagfile's, else the default), so that a CTC model can decode greedily against
+an autoregressive baseline's beam, as its paper compares them. The report says where systems
+decode differently.
 """
 
+import copy
 import dataclasses
 import os
 
 from absl import logging
 
+from tfnmt import options as tfnmt_options
 from tfnmt.cli import common, main
 from tfnmt.cli.average import average_checkpoints
 from tfnmt.cli.flags import FLAGS, read
@@ -40,6 +45,35 @@ def forwarded_flags():
             if (FLAGS[name].present or name in BUDGET) and None in train.modes(name)]
 
 
+def system_decodings(systems, forwarded):
+    """{system: its decoding options}: its flagfile's decoding flags under the experiment's (as
+    its `train` reads them for validation)."""
+    from absl import flags
+    from tfnmt.decoding.options import DecodingOptions
+    names = set(tfnmt_options.names(DecodingOptions))
+
+    def decoding_flag(arg):
+        name = arg.lstrip("-").partition("=")[0]
+        return name in names or (name.startswith("no") and name[2:] in names)
+
+    decodings = {}
+    for name, flagfile in systems:
+        # The decoding flags alone, parsed apart: parsing every flag would reset the
+        # experiment's own, and absl's logging levels with them.
+        values = flags.FlagValues()
+        for flag in names:
+            values[flag] = copy.deepcopy(FLAGS[flag])
+            values[flag].unparse()
+        try:
+            args = FLAGS.read_flags_from_files([f"--flagfile={flagfile}", *forwarded],
+                                               force_gnu=False)
+            values(["tfnmt", *filter(decoding_flag, args)])
+        except flags.Error as e:
+            raise ConfigError(f"--systems: {name}'s flagfile {flagfile}: {e}") from None
+        decodings[name] = dataclasses.asdict(read(DecodingOptions, values))
+    return decodings
+
+
 def spec_from_flags(o):
     if not o.experiment:
         raise ConfigError("--experiment is required: the name of the experiment")
@@ -56,19 +90,25 @@ def spec_from_flags(o):
                           f"their last --keep_checkpoints={FLAGS.keep_checkpoints} checkpoints: "
                           "set --keep_checkpoints to as many or more in the experiment file")
     edges = length_buckets.parse_edges(FLAGS.length_buckets) if FLAGS.length_buckets else None
-    decoding = dataclasses.asdict(common.decode_options())
+    systems = options_lib.systems(o.systems)
+    decodings = system_decodings(systems, forwarded_flags())
+    decoding = decodings[systems[0][0]]
     return {
         "experiment": o.experiment,
-        "systems": options_lib.systems(o.systems),
+        "systems": systems,
         "seeds": options_lib.seeds(o.seeds),
         "budget": {name: FLAGS[name].value for name in BUDGET},
         "test_splits": ([s.strip() for s in o.test_splits.split(",") if s.strip()]
                         or [sources.default_splits(common.data_spec())[2]]),
         "average_checkpoints": o.average_checkpoints,
         "decoding": decoding,
+        # The baseline's decoding, and where another system's differs.
+        "system_decoding": {name: {k: v for k, v in d.items() if v != decoding[k]}
+                            for name, d in decodings.items() if d != decoding},
+        "decodings": decodings,
         "target_lang": FLAGS.target_lang,
         "tokenize": FLAGS.bleu_tokenize,
-        "scoring": {"decode_options": decoding, "decode_batch_size": FLAGS.decode_batch_size,
+        "scoring": {"decode_batch_size": FLAGS.decode_batch_size,
                     "test_limit": FLAGS.test_limit, "length_edges": edges,
                     "tokenize": FLAGS.bleu_tokenize, "manual_dir": FLAGS.manual_dir,
                     "tfds_data_dir": FLAGS.tfds_data_dir},
@@ -100,12 +140,13 @@ def run():
                 else:
                     logging.info("experiment: run %d of %d: %s", position, len(mine), run.name)
                     runs_lib.train(run, forwarded, budget, main.main)
+                own = dict(scoring, decode_options=spec["decodings"][run.system])
                 if not runs_lib.scored(run, spec["test_splits"]):
-                    runs_lib.score(run, root, scoring)
+                    runs_lib.score(run, root, own)
                 num = spec["average_checkpoints"]
                 if num and not runs_lib.averaged_scored(run, num, spec["test_splits"]):
                     averaged, steps = runs_lib.average(run, num, average_checkpoints)
-                    runs_lib.score(averaged, root, scoring, {"averaged_steps": steps})
+                    runs_lib.score(averaged, root, own, {"averaged_steps": steps})
             except (UserError, FloatingPointError) as e:
                 logging.error("experiment: %s failed: %s; going on with the other runs",
                               run.name, e)

@@ -81,9 +81,10 @@ def options(cls, only=None, skip=()):
             string(field.name, field.default, help_text)
 
 
-def read(cls):
-    """The options dataclass `cls` as the parsed flags give it."""
-    return tfnmt_options.from_values(cls, {name: FLAGS[name].value
+def read(cls, values=None):
+    """The options dataclass `cls` as the parsed flags (or another parse, `values`) give it."""
+    values = values or FLAGS
+    return tfnmt_options.from_values(cls, {name: values[name].value
                                            for name in tfnmt_options.names(cls)})
 
 

@@ -162,6 +162,10 @@ def _results(root, spec, by_run, target_lang):
                 row["significance"] = significance(
                     root, split, {s: by_run[(baseline, s)][0] for s in paired},
                     {s: by_run[(name, s)][0] for s in paired}, paired, target_lang, spec["tokenize"]) if paired else None
+            # The decode speed-up over the baseline, as the CTC paper tables it.
+            base_speed = results[split].get(baseline, row)["sentences_per_second_mean"]
+            row["decode_speedup"] = (row["sentences_per_second_mean"] / base_speed
+                                     if base_speed and row["sentences_per_second_mean"] else None)
             results[split][name] = row
     return results
 
@@ -186,6 +190,7 @@ def build(root, spec):
     report = {"experiment": spec["experiment"], "baseline": baseline,
               "systems": [{"name": n, "flagfile": f} for n, f in spec["systems"]],
               "seeds": spec["seeds"], "budget": spec["budget"], "decoding": spec["decoding"],
+              "system_decoding": spec["system_decoding"],
               "test_splits": splits, "signatures": signatures,
               "significance_tests": {"bootstrap": "sacrebleu.significance paired bootstrap "
                                      "resampling, 1000 resamples",
@@ -241,6 +246,9 @@ def markdown(report, plot_files):
              f"- Seeds: {', '.join(str(s) for s in report['seeds'])}; baseline: "
              f"**{report['baseline']}**.",
              f"- Decoding: {', '.join(f'{k} {v}' for k, v in report['decoding'].items())}.",
+             *(f"  - except {name}, as its flagfile says (the experiment file does not set "
+               f"these): {', '.join(f'{k} {v}' for k, v in own.items())}."
+               for name, own in report["system_decoding"].items()),
              "- p-values against the baseline: sacreBLEU's paired bootstrap resampling (bs, 1000 "
              "resamples) and paired approximate randomization (ar, 10000 trials), on the "
              "translations of the seeds both systems completed, pooled; per seed below.", ""]
@@ -269,8 +277,9 @@ def markdown(report, plot_files):
         rows = [(name + suffix, row) for suffix, block, _ in blocks for name, row in block.items()]
         lines += [f"## {split}", "",
                   "| System | Parameters | BLEU (mean ± std) | chrF (mean ± std) | p BLEU (bs / ar) "
-                  "| p chrF (bs / ar) | Train target tokens/s | Decode sentences/s | Runs |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| p chrF (bs / ar) | Train target tokens/s | Decode sentences/s | Decode speed-up "
+                  "| Runs |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for suffix, block, _ in blocks:
             for name, row in block.items():
                 pooled = (row.get("significance") or {}).get("pooled")
@@ -285,7 +294,9 @@ def markdown(report, plot_files):
                     f"| {_number(row['chrf_mean'])} ± {_number(row['chrf_std'])} "
                     f"| {p_bleu} | {p_chrf} "
                     f"| {_number(row['target_tokens_per_second_mean'], 0)} "
-                    f"| {_number(row['sentences_per_second_mean'], 1)} | {row['runs']} |")
+                    f"| {_number(row['sentences_per_second_mean'], 1)} "
+                    f"| {_number(row['decode_speedup'])}{'x' if row['decode_speedup'] else ''} "
+                    f"| {row['runs']} |")
         signature = report["signatures"].get(split)
         if signature:
             lines += ["", f"BLEU signature: `{signature['bleu']}`  ",
