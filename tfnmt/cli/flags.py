@@ -83,7 +83,7 @@ def options(cls, only=None, skip=()):
 
 def read(cls, values=None):
     """The options dataclass `cls` as the parsed flags (or another parse, `values`) give it."""
-    values = values or FLAGS
+    values = FLAGS if values is None else values
     return tfnmt_options.from_values(cls, {name: values[name].value
                                            for name in tfnmt_options.names(cls)})
 
