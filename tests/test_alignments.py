@@ -16,7 +16,7 @@ from tfnmt.decoding.alignments import Aligned, merge
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
-from tfnmt.export import saved_model
+from tfnmt.exporters import saved_model
 from tfnmt.serving.backends import from_checkpoint
 
 SENTENCES = ["the big dog sees a red car", "house", "a small green bird runs"]

@@ -17,7 +17,7 @@ from tfnmt.data.vocab import PAD_ID, load_vocabs
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
-from tfnmt.export import saved_model, tflite
+from tfnmt.exporters import saved_model, tflite
 from tfnmt.models import catalog
 from tfnmt.decoding.memory import split_shared, with_shared
 from tfnmt.training import checkpoints

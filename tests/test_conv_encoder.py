@@ -15,7 +15,7 @@ from tfnmt.decoding import chunking
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator, translate_sentences
 from tfnmt.errors import ConfigError, DataError
-from tfnmt.export import tflite
+from tfnmt.exporters import tflite
 from tfnmt.layers.gated_pooling import GatedPooling
 from tfnmt.models import catalog
 from tfnmt.models.base import Seq2SeqModel

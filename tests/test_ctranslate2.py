@@ -181,7 +181,7 @@ def test_pre_norm_untied_shared_embeddings_map_too(trained_model, tmp_path):
 
     from tfnmt.data.vocab import load_vocabs
     from tfnmt.decoding.options import DecodingOptions
-    from tfnmt.export import ctranslate2 as ct2_export
+    from tfnmt.exporters import ctranslate2 as ct2_export
     from tfnmt.models import catalog
     with open(os.path.join(trained_model, "config.json")) as f:
         config = json.load(f)

@@ -14,7 +14,7 @@ from tfnmt import model_dir
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.training import checkpoints
-from tfnmt.export import saved_model
+from tfnmt.exporters import saved_model
 
 SENTENCES = ["the red dog sees a bird", "a cat", "", "the old man runs", "big house"]
 

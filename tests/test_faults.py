@@ -194,7 +194,7 @@ def test_full_disk_during_export_leaves_no_partial_version(trained_model, tmp_pa
 
 
 def test_full_disk_during_tflite_export_leaves_no_partial_version(trained_model, tmp_path, monkeypatch, capsys):
-    from tfnmt.export import tflite
+    from tfnmt.exporters import tflite
     monkeypatch.setattr(tflite, "convert", lambda translator, quantize: b"flatbuffer")
 
     def copy(source, target):

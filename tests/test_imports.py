@@ -16,7 +16,7 @@ LAYERS = [
     {"encoders", "decoders"},
     {"models"},
     {"model_dir"},
-    {"training", "export"},
+    {"training", "exporters"},
     {"serving", "experiments"},
     {"cli"},
     {"__main__"},

@@ -509,19 +509,19 @@ def test_serve_refuses_a_tflite_export_and_needs_one_model_source(tmp_path, caps
 
 
 def test_shipped_tf_serving_configs_parse():
-    models = config_lib.read_model_config(os.path.join(REPO, "deploy", "tf_serving", "models.config"))
+    models = config_lib.read_model_config(os.path.join(REPO, "export", "tf_serving", "models.config"))
     assert len(models) >= 3 and all(m.base_path == f"/models/{m.name}" for m in models)
     assert {"transformer", "densenmt"} <= {m.name for m in models}
-    batching = config_lib.read_batching_parameters(os.path.join(REPO, "deploy", "tf_serving", "batching.config"))
+    batching = config_lib.read_batching_parameters(os.path.join(REPO, "export", "tf_serving", "batching.config"))
     assert set(batching) == set(options.names(BatchingOptions))
     # The compose file pins TF Serving's release for our TensorFlow and mounts the files it names.
-    with open(os.path.join(REPO, "deploy", "tf_serving", "docker-compose.yml")) as f:
+    with open(os.path.join(REPO, "export", "tf_serving", "docker-compose.yml")) as f:
         compose = f.read()
     assert f"tensorflow/serving:${{TF_SERVING_VERSION:-{tf.__version__}}}" in compose
     mounts = re.findall(r"- \./([\w.]+):(/config/[\w.]+):ro", compose)
     assert sorted(m[0] for m in mounts) == ["batching.config", "models.config"]
     for name, inside in mounts:
-        assert os.path.isfile(os.path.join(REPO, "deploy", "tf_serving", name)) and f"={inside}" in compose
+        assert os.path.isfile(os.path.join(REPO, "export", "tf_serving", name)) and f"={inside}" in compose
 
 
 def test_model_config_policies_and_errors(tmp_path):

@@ -13,8 +13,8 @@ from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError
 from tfnmt.evaluation import bleu
-from tfnmt.export import tflite
-from tfnmt.export.saved_model import SavedModelTranslator
+from tfnmt.exporters import tflite
+from tfnmt.exporters.saved_model import SavedModelTranslator
 
 # The paper's smallest embedding width (64) on a 2+2-layer model.
 DENSE_SMALL = ["--model=densenmt", "--encoder_layers=2", "--decoder_layers=2", "--embed_dim=128",
@@ -95,7 +95,7 @@ def test_the_standalone_reference_runner_reproduces_tfnmt_translate(export, mult
     from conftest import REPO
     path = export("--format=tflite", "--beam_size=1")
     sources = multi30k_lines(multi30k_dir, "en", 10, start=30) + [""]
-    result = subprocess.run([sys.executable, os.path.join(REPO, "deploy", "tflite", "translate_tflite.py"),
+    result = subprocess.run([sys.executable, os.path.join(REPO, "export", "tflite", "translate_tflite.py"),
                              path], input="\n".join(sources) + "\n", capture_output=True,
                             text=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-2000:]

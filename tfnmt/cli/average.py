@@ -16,7 +16,7 @@ from tfnmt.cli.flags import FLAGS
 from tfnmt.cli.options import AverageOptions
 from tfnmt.data import vocab
 from tfnmt.errors import CheckpointError, ConfigError
-from tfnmt.export import versions
+from tfnmt.exporters import versions
 from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 

@@ -113,7 +113,7 @@ def _export_translators(path):
     first, or a TFLite flatbuffer's one function."""
     import os
 
-    from tfnmt.export import saved_model, tflite
+    from tfnmt.exporters import saved_model, tflite
     if os.path.isfile(os.path.join(path, tflite.MODEL_FILE)):
         return [("tflite", tflite.TFLiteTranslator(path))]
     first = saved_model.SavedModelTranslator(path)
@@ -176,7 +176,7 @@ def _serve_sentences(export_path):
         return read_lines(FLAGS.input, role="input", replace_invalid=True)[0]
     config = None
     if export_path:
-        from tfnmt.export.saved_model import read_export_info
+        from tfnmt.exporters.saved_model import read_export_info
         config = read_export_info(export_path).get("config") or None
     spec = common.data_spec(config)
     return sources.references(spec, common.splits(spec)[2], FLAGS.bench_sentences)[0]

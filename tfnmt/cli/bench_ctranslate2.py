@@ -33,13 +33,13 @@ def _saved_model_weights(path):
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
     from tfnmt.data.vocab import Vocab
-    from tfnmt.export.saved_model import read_export_info
+    from tfnmt.exporters.saved_model import read_export_info
     from tfnmt.models import catalog
     info = read_export_info(path)
     if not info.get("config"):
         raise ConfigError(f"{path} records no model config (assets.extra/tfnmt_export.json)")
     config = info["config"]
-    from tfnmt.export.ctranslate2 import check_model
+    from tfnmt.exporters.ctranslate2 import check_model
     check_model(config["model"])
     module = tf.saved_model.load(path)
     model = catalog.build(config)
@@ -62,7 +62,7 @@ def _saved_model_weights(path):
 def _checkpoint_weights():
     from tfnmt.data.vocab import load_vocabs
     from tfnmt.model_dir import read_config
-    from tfnmt.export.ctranslate2 import check_model
+    from tfnmt.exporters.ctranslate2 import check_model
     common.require("model_dir")
     check_model(read_config(FLAGS.model_dir)["model"])
     config, translator = common.load_translator()
@@ -110,8 +110,8 @@ def compare():
         raise ConfigError("--compare_ctranslate2 needs the ctranslate2 package: "
                           "pip install -e \".[ctranslate2]\"") from None
     from tfnmt.decoding.translator import Translator
-    from tfnmt.export import ctranslate2 as ct2_export
-    from tfnmt.export import saved_model
+    from tfnmt.exporters import ctranslate2 as ct2_export
+    from tfnmt.exporters import saved_model
 
     config, model, source_vocab, target_vocab, options = (
         _saved_model_weights(FLAGS.saved_model) if FLAGS.saved_model else _checkpoint_weights())

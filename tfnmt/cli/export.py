@@ -8,7 +8,7 @@ from tfnmt.cli.flags import FLAGS
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.data.vocab import load_vocabs
 from tfnmt.errors import ConfigError
-from tfnmt.export import ctranslate2, saved_model, tflite
+from tfnmt.exporters import ctranslate2, saved_model, tflite
 
 
 def run():

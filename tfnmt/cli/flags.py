@@ -14,7 +14,7 @@ from tfnmt.cli.options import (AverageOptions, BenchOptions, ExportedModelOption
 from tfnmt.data.options import DataOptions, VocabOptions
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.evaluation.options import ScoringOptions
-from tfnmt.export.options import ExportOptions
+from tfnmt.exporters.options import ExportOptions
 from tfnmt.experiments.options import ExperimentOptions
 from tfnmt.models import catalog
 from tfnmt.ranges import NumberParser

@@ -4,7 +4,7 @@
     tfnmt serve --model_config_file=models.config   the models of a TF Serving model config
 
 New versions (and, with --export_dir, new models) are picked up while serving. Production
-deployments use TF Serving itself (deploy/tf_serving/README.md); this server is for machines
+deployments use TF Serving itself (export/tf_serving/README.md); this server is for machines
 without Docker, for development and for tests.
 """
 

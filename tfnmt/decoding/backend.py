@@ -1,6 +1,6 @@
 """What every translation backend offers, wherever the model runs: a checkpoint in-process
-(`decoding/translator.Translator`), a SavedModel (`export/saved_model.SavedModelTranslator`), a
-TFLite flatbuffer (`export/tflite.TFLiteTranslator`) or a served model
+(`decoding/translator.Translator`), a SavedModel (`exporters/saved_model.SavedModelTranslator`), a
+TFLite flatbuffer (`exporters/tflite.TFLiteTranslator`) or a served model
 (`serving/client.RemoteTranslator`). `serving/backends.open_backend` is the one place that picks
 and opens one; `tfnmt translate`, `evaluate`, `distill` and `bench` see only this interface.
 """

@@ -1,6 +1,6 @@
 """A local server that speaks TensorFlow Serving's REST API for tfnmt's exported SavedModels.
 
-Production deployments run TF Serving itself (deploy/tf_serving/); `tfnmt serve` is for
+Production deployments run TF Serving itself (export/tf_serving/); `tfnmt serve` is for
 machines without Docker, for development, and for the tests:
 
     status.py    error codes and their HTTP status (TF Serving's mapping)

@@ -1,7 +1,7 @@
 """The one factory of translation backends (decoding/backend.py): from where a model is (a
 model directory's checkpoint, an export, a server) to the backend that translates with it.
 It sits at the serving layer because it opens every kind: checkpoints (training/), exports
-(export/) and served models (serving/client.py)."""
+(exporters/) and served models (serving/client.py)."""
 
 import os
 
@@ -31,7 +31,7 @@ def from_checkpoint(model_dir, checkpoint="", options=DecodingOptions()):
 def from_export(path, signature="serving_default"):
     """(config or None, backend) of an export DIR/NAME/VERSION: a TFLite flatbuffer or a
     SavedModel, through `signature`."""
-    from tfnmt.export import saved_model, tflite
+    from tfnmt.exporters import saved_model, tflite
     if os.path.isfile(os.path.join(path, tflite.MODEL_FILE)):
         backend = tflite.TFLiteTranslator(path)
     else:

@@ -36,7 +36,7 @@ class ServeOptions:
         False, "tfnmt serve: do not serve the demo page (GET /, a text box and one column of "
         "translations per served model).")
     batching_parameters_file: str = option(
-        "", "tfnmt serve: TF Serving batching parameters (deploy/tf_serving/batching.config); "
+        "", "tfnmt serve: TF Serving batching parameters (export/tf_serving/batching.config); "
         "its values override the batching flags below.")
 
 

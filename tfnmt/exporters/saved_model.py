@@ -21,7 +21,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tfnmt.decoding.backend import Backend
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
-from tfnmt.export.versions import write_version
+from tfnmt.exporters.versions import write_version
 
 # Core ops that run Python and therefore cannot run in TF Serving.
 _PYTHON_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}

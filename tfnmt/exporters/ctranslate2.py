@@ -27,7 +27,7 @@ from tfnmt.data.vocab import (BOS_ID, EOS_ID, JOINT_FILE, PAD_ID, SOURCE_FILE, T
                               UNK_ID)
 from tfnmt.decoding.beam_search import NEG_INF
 from tfnmt.errors import ConfigError
-from tfnmt.export.versions import write_version
+from tfnmt.exporters.versions import write_version
 
 # What CTranslate2 has no layer for, by model: the refusal names it.
 _CANNOT_EXPRESS = {

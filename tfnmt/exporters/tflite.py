@@ -30,7 +30,7 @@ from tfnmt.data.vocab import EOS_ID, PAD_ID, JOINT_FILE, SOURCE_FILE, TARGET_FIL
 from tfnmt.decoding.backend import Backend
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
-from tfnmt.export.versions import write_version
+from tfnmt.exporters.versions import write_version
 
 MODEL_FILE = "model.tflite"
 INFO_FILE = "tflite_export.json"
