@@ -1,13 +1,21 @@
 """Checks every model family's tests run against the model contract (models/base.py)."""
 
+import json
 import os
+import subprocess
+import sys
 import types
 
+import keras
 import numpy as np
 import tensorflow as tf
 
-from conftest import events, multi30k_lines, overfit_multi30k, run_cli
-from tfnmt.models import catalog
+from conftest import REPO, events, multi30k_lines, overfit_multi30k, run_cli
+from tfnmt.data.vocab import PAD_ID, load_vocabs
+from tfnmt.decoding.options import DecodingOptions
+from tfnmt.decoding.translator import Translator
+from tfnmt.exporters import saved_model
+from tfnmt.models import catalog, hybrid
 
 # Every registered model at a size that builds and trains in a second or two. A model missing
 # here fails test_contract.py, so a new model is covered once it is registered and sized.
@@ -35,9 +43,45 @@ TINY = {
 }
 
 
+# Every registered encoder and decoder part at a tiny size, for the hybrid of each pair the
+# registries allow (models/hybrid.py). A part missing here fails test_contract.py, so a new part
+# is covered, behind every encoder or before every decoder, once it is registered and sized. A
+# name two parts read takes one value in a hybrid: these agree where names meet.
+_PART = dict(embed_dim=16, hidden_dim=12, dropout=0.0)
+PART_SIZES = {
+    "encoder": {
+        "transformer": dict(encoder_layers=2, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0),
+        "densenmt": dict(_PART, encoder_layers=2, growth_rate=8),
+        "recurrent": dict(_PART, encoder_layers=2),
+        "conv_sentence": dict(_PART, conv_encoder="ngram", conv_filters=5, conv_input_dim=16,
+                              encoding_dim=10),
+        "gru": _PART,
+    },
+    "decoder": {
+        "transformer": dict(decoder_layers=2, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0),
+        "densenmt": dict(_PART, decoder_layers=2, growth_rate=8),
+        "recurrent": dict(_PART, decoder_layers=2, attention_dim=6, output_dropout=0.0),
+        "conditional_gru": dict(_PART, maxout_dim=6),
+        "luong": dict(decoder_layers=2, lstm_units=10, lstm_embed_dim=7, lstm_dropout=0.0),
+    },
+}
+# The pairs as contract names: "hybrid:ENCODER+DECODER".
+PAIRS = [f"hybrid:{encoder}+{decoder}" for encoder, decoder in hybrid.pairs()]
+
+
+def sizes(name):
+    """The TINY hyper-parameters of a registered model or of a pair ("hybrid:E+D")."""
+    if not name.startswith("hybrid:"):
+        return TINY[name]
+    encoder, decoder = name[len("hybrid:"):].split("+")
+    return dict(PART_SIZES["encoder"][encoder], **PART_SIZES["decoder"][decoder],
+                encoder_type=encoder, decoder_type=decoder)
+
+
 def tiny_model(name, source_vocab_size=50, target_vocab_size=60, **overrides):
-    """A built registered model at its TINY size."""
-    model = catalog.get(name)(source_vocab_size, target_vocab_size, **dict(TINY[name], **overrides))
+    """A built registered model, or the hybrid of a pair ("hybrid:E+D"), at its TINY size."""
+    cls = catalog.get(name.split(":")[0])
+    model = cls(source_vocab_size, target_vocab_size, **dict(sizes(name), **overrides))
     model.build_with_dummy_batch()
     return model
 
@@ -60,6 +104,91 @@ def assert_incremental_equals_teacher_forcing(model, source, target_in, atol=1e-
         steps.append(step_logits)
     np.testing.assert_allclose(tf.stack(steps, 1).numpy(), logits.numpy(), atol=atol)
     return state
+
+
+SENTENCES = ["the red dog sees a bird", "a cat", "", "big house the old man runs a dog"]
+# A limit that binds: an untrained model seldom ends a sentence by itself.
+LIMITED = DecodingOptions(beam_size=2, max_length_ratio=0.0, max_length_offset=5,
+                          max_decode_length=5)
+# Reads "[path, [signature, ...]]" lines as the exports are written, so that loading and running
+# one overlaps with exporting the next; answers one JSON line per export.
+_LOAD_AND_TRANSLATE = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the SentencePiece ops)
+sentences = tf.constant(json.loads(sys.argv[1]))
+for line in sys.stdin:
+    path, signatures = json.loads(line)
+    loaded = tf.saved_model.load(path)
+    for signature in signatures:
+        result = loaded.signatures[signature](text=sentences)
+        print(json.dumps([f"{path}:{signature}",
+                          [t.decode() for t in result["translations"].numpy()],
+                          result["scores"].numpy().tolist()]), flush=True)
+"""
+
+
+def untrained_models(model_dir, names):
+    """(source vocab, target vocab, {name: the model at its TINY size}) with `model_dir`'s
+    vocabularies and seeded weights."""
+    source_vocab, target_vocab = load_vocabs(model_dir)
+    models = {}
+    for name in names:
+        keras.utils.set_random_seed(0)
+        models[name] = tiny_model(name, source_vocab.size, target_vocab.size)
+    return source_vocab, target_vocab, models
+
+
+def decode_within_the_limit_and_compare_exports(source_vocab, target_vocab, models, tmp_path):
+    """Each model decodes SENTENCES within LIMITED's length limit (which binds for most of
+    them), and its SavedModel, loaded in a fresh process, translates them exactly as it does in
+    process (every signature)."""
+    expected, reached = {}, {}
+    out, err = open(tmp_path / "fresh.out", "w+"), open(tmp_path / "fresh.err", "w+")
+    fresh = subprocess.Popen([sys.executable, "-c", _LOAD_AND_TRANSLATE, json.dumps(SENTENCES)],
+                             stdin=subprocess.PIPE, stdout=out, stderr=err, text=True,
+                             env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2"))
+    try:
+        for name, model in models.items():
+            translator = Translator(model, source_vocab, target_vocab, LIMITED)
+            source, lengths = translator.tokenize(tf.constant(SENTENCES))
+            ids = translator.translate_ids(source, lengths)[0].numpy()
+            produced = (ids != PAD_ID).sum(axis=1)
+            if model.autoregressive:  # the limit counts the eos it forces
+                assert produced.max() <= LIMITED.max_decode_length - 1, (name, ids)
+                reached[name] = produced.max() == LIMITED.max_decode_length - 1
+            else:  # a CTC model labels k states per source position, at most
+                assert produced.max() <= model.hparams["split_factor"] * source.shape[1], (name, ids)
+            path = saved_model.export(translator, str(tmp_path), name.replace(":", "-").replace("+", "-"), 1)
+            variants = translator.strategy.variants()
+            try:
+                fresh.stdin.write(json.dumps([path, list(variants)]) + "\n")
+                fresh.stdin.flush()
+            except BrokenPipeError:  # it died: its stderr, below, says why
+                pass
+            for signature, strategy in variants.items():
+                result = translator._translate(tf.constant(SENTENCES), strategy)
+                expected[f"{path}:{signature}"] = [[t.decode() for t in result["translations"].numpy()],
+                                                   result["scores"].numpy().tolist()]
+        try:
+            fresh.stdin.close()
+        except BrokenPipeError:
+            pass
+        returncode = fresh.wait(timeout=600)
+    finally:
+        if fresh.poll() is None:
+            fresh.kill()
+            fresh.wait()
+    err.seek(0)
+    assert returncode == 0, err.read()[-3000:]
+    assert sum(reached.values()) >= len(reached) // 2, reached  # the limit was what stopped them
+    out.seek(0)
+    exported = {key: (translations, scores) for key, translations, scores in
+                (json.loads(line) for line in out.read().splitlines() if line.startswith("["))}
+    assert sorted(exported) == sorted(expected)
+    for key, (translations, scores) in expected.items():
+        assert exported[key][0] == translations, key
+        np.testing.assert_allclose(exported[key][1], scores, rtol=1e-5, atol=1e-6, err_msg=key)
 
 
 # --- the end-to-end check of every family: overfit a Multi30k slice, export, compare ------------

@@ -1,23 +1,23 @@
-"""What every registered model must do, run over the whole registry (sizes in contract.TINY)."""
+"""What every registered model, and the hybrid of every encoder x decoder pair the part registries
+allow, must do (sizes in contract.TINY and contract.PART_SIZES)."""
 
-import json
-import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, events, run_cli, tiny_train_flags
-from contract import TINY, assert_incremental_equals_teacher_forcing, logits_of, tiny_model
+from conftest import events, run_cli, tiny_train_flags
+from contract import (PAIRS, PART_SIZES, TINY, assert_incremental_equals_teacher_forcing,
+                      decode_within_the_limit_and_compare_exports, logits_of, tiny_model,
+                      untrained_models)
 from tfnmt.cli import info
-from tfnmt.data.vocab import PAD_ID, load_vocabs
+from tfnmt.data.vocab import PAD_ID
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
-from tfnmt.exporters import saved_model, tflite
+from tfnmt.exporters import tflite
+from tfnmt.layers.part import DECODERS, ENCODERS
 from tfnmt.models import catalog
 from tfnmt.decoding.memory import split_shared, with_shared
 from tfnmt.training import checkpoints
@@ -29,15 +29,30 @@ TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
 TARGET_OUT = tf.constant([[10, 11, 12, 13, 14, 3], [13, 14, 3, 0, 0, 0]])
 
 
+# Every registered model, then every pair of parts as a hybrid ("hybrid:ENCODER+DECODER").
+CONTRACT = sorted(TINY) + PAIRS
+
+
 def test_every_registered_model_has_a_contract_size():
     assert sorted(TINY) == catalog.names()
 
 
-@pytest.mark.parametrize("name", sorted(TINY))
+def test_every_registered_part_has_a_contract_size_and_every_pair_is_covered():
+    assert sorted(PART_SIZES["encoder"]) == sorted(ENCODERS)
+    assert sorted(PART_SIZES["decoder"]) == sorted(DECODERS)
+    # Only a decoder that attends to the source's states is kept from a sentence encoder.
+    excluded = {(e, d) for e in ENCODERS for d in DECODERS} - {
+        tuple(name[len("hybrid:"):].split("+")) for name in PAIRS}
+    assert excluded == {(e, d) for e, encoder in ENCODERS.items() if not encoder.GIVES_SEQUENCE
+                        for d, decoder in DECODERS.items() if decoder.READS == "sequence"}
+    assert excluded and ("transformer", "luong") not in excluded
+
+
+@pytest.mark.parametrize("name", CONTRACT)
 def test_building_a_model_runs_its_forward_pass_once_eagerly(name, monkeypatch):
     # Keras would first trace call() symbolically to create the variables, doubling the cost of
     # every model build (a paper-size one takes seconds).
-    cls, calls = catalog.get(name), []
+    cls, calls = catalog.get(name.split(":")[0]), []
     call = cls.call
     monkeypatch.setattr(cls, "call", lambda self, *args, **kwargs: (
         calls.append(tf.executing_eagerly()), call(self, *args, **kwargs))[1])
@@ -76,7 +91,7 @@ _BFLOAT16 = sorted(set(TINY) - {"hybrid", "deepgru"})
 
 
 @pytest.mark.parametrize("name, policy",
-                         [(name, "mixed_float16") for name in sorted(TINY)]
+                         [(name, "mixed_float16") for name in CONTRACT]
                          + [(name, "mixed_bfloat16") for name in _BFLOAT16],
                          indirect=["policy"])
 def test_mixed_precision_trains_saves_and_resumes_with_finite_loss_and_logits(name, policy, tmp_path):
@@ -133,7 +148,7 @@ def test_model_trained_under_mixed_float16_resumes_and_translates_the_same_expor
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 3
 
 
-@pytest.mark.parametrize("name", sorted(TINY))
+@pytest.mark.parametrize("name", CONTRACT)
 def test_config_round_trip_builds_the_same_model(name):
     model = tiny_model(name)
     clone = type(model).from_config(model.get_config())
@@ -145,7 +160,7 @@ def test_config_round_trip_builds_the_same_model(name):
     assert shapes(clone) == shapes(model)
 
 
-@pytest.mark.parametrize("name", sorted(TINY))
+@pytest.mark.parametrize("name", CONTRACT)
 def test_info_counts_every_parameter_in_a_named_component(name):
     model = tiny_model(name)
     counts = info.parameter_counts(model)
@@ -153,89 +168,16 @@ def test_info_counts_every_parameter_in_a_named_component(name):
     assert counts["total"] == sum(int(np.prod(v.shape)) for v in model.trainable_weights) > 0
 
 
-SENTENCES = ["the red dog sees a bird", "a cat", "", "big house the old man runs a dog"]
-# A limit that binds: an untrained model seldom ends a sentence by itself.
-LIMITED = DecodingOptions(beam_size=2, max_length_ratio=0.0, max_length_offset=5,
-                          max_decode_length=5)
-# Reads "[path, [signature, ...]]" lines as the exports are written, so that loading and running
-# one overlaps with exporting the next; answers one JSON line per export.
-_LOAD_AND_TRANSLATE = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (the SentencePiece ops)
-sentences = tf.constant(json.loads(sys.argv[1]))
-for line in sys.stdin:
-    path, signatures = json.loads(line)
-    loaded = tf.saved_model.load(path)
-    for signature in signatures:
-        result = loaded.signatures[signature](text=sentences)
-        print(json.dumps([f"{path}:{signature}",
-                          [t.decode() for t in result["translations"].numpy()],
-                          result["scores"].numpy().tolist()]), flush=True)
-"""
-
-
 @pytest.fixture(scope="module")
 def untrained(trained_model):
     """(source vocab, target vocab, {name: every registered model at its TINY size}), built
     once for the SavedModel and the TFLite checks (neither changes a weight)."""
-    source_vocab, target_vocab = load_vocabs(trained_model)
-    models = {}
-    for name in sorted(TINY):
-        keras.utils.set_random_seed(0)
-        models[name] = tiny_model(name, source_vocab.size, target_vocab.size)
-    return source_vocab, target_vocab, models
+    return untrained_models(trained_model, sorted(TINY))
 
 
 def test_every_model_decodes_within_the_length_limit_and_its_export_translates_alike_in_a_fresh_process(
         untrained, tmp_path):
-    source_vocab, target_vocab, models = untrained
-    expected, reached = {}, {}
-    out, err = open(tmp_path / "fresh.out", "w+"), open(tmp_path / "fresh.err", "w+")
-    fresh = subprocess.Popen([sys.executable, "-c", _LOAD_AND_TRANSLATE, json.dumps(SENTENCES)],
-                             stdin=subprocess.PIPE, stdout=out, stderr=err, text=True,
-                             env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2"))
-    try:
-        for name, model in models.items():
-            translator = Translator(model, source_vocab, target_vocab, LIMITED)
-            source, lengths = translator.tokenize(tf.constant(SENTENCES))
-            ids = translator.translate_ids(source, lengths)[0].numpy()
-            produced = (ids != PAD_ID).sum(axis=1)
-            if model.autoregressive:  # the limit counts the eos it forces
-                assert produced.max() <= LIMITED.max_decode_length - 1, (name, ids)
-                reached[name] = produced.max() == LIMITED.max_decode_length - 1
-            else:  # a CTC model labels k states per source position, at most
-                assert produced.max() <= model.hparams["split_factor"] * source.shape[1], (name, ids)
-            path = saved_model.export(translator, str(tmp_path), name, 1)
-            variants = translator.strategy.variants()
-            try:
-                fresh.stdin.write(json.dumps([path, list(variants)]) + "\n")
-                fresh.stdin.flush()
-            except BrokenPipeError:  # it died: its stderr, below, says why
-                pass
-            for signature, strategy in variants.items():
-                result = translator._translate(tf.constant(SENTENCES), strategy)
-                expected[f"{path}:{signature}"] = [[t.decode() for t in result["translations"].numpy()],
-                                                   result["scores"].numpy().tolist()]
-        try:
-            fresh.stdin.close()
-        except BrokenPipeError:
-            pass
-        returncode = fresh.wait(timeout=600)
-    finally:
-        if fresh.poll() is None:
-            fresh.kill()
-            fresh.wait()
-    err.seek(0)
-    assert returncode == 0, err.read()[-3000:]
-    assert sum(reached.values()) >= len(reached) // 2, reached  # the limit was what stopped them
-    out.seek(0)
-    exported = {key: (translations, scores) for key, translations, scores in
-                (json.loads(line) for line in out.read().splitlines() if line.startswith("["))}
-    assert sorted(exported) == sorted(expected)
-    for key, (translations, scores) in expected.items():
-        assert exported[key][0] == translations, key
-        np.testing.assert_allclose(exported[key][1], scores, rtol=1e-5, atol=1e-6, err_msg=key)
+    decode_within_the_limit_and_compare_exports(*untrained, tmp_path)
 
 
 def test_every_model_runs_on_tflite_as_in_process(untrained, trained_model, tmp_path):
@@ -262,7 +204,7 @@ def test_every_model_runs_on_tflite_as_in_process(untrained, trained_model, tmp_
 
 
 # --- incremental decoding ------------------------------------------------------------------------
-AUTOREGRESSIVE = sorted(name for name in TINY if catalog.get(name).autoregressive)
+AUTOREGRESSIVE = [name for name in CONTRACT if catalog.get(name.split(":")[0]).autoregressive]
 
 
 @pytest.mark.parametrize("name", AUTOREGRESSIVE)

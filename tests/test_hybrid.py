@@ -40,8 +40,14 @@ def test_a_hybrid_reads_only_the_flags_of_its_parts():
     with pytest.raises(ConfigError, match=r"^model 'hybrid' \(--encoder_type=transformer "
                        r"--decoder_type=transformer\) has no hyper-parameter growth_rate$"):
         hybrid(50, 60, encoder_type="transformer", decoder_type="transformer", growth_rate=8)
-    with pytest.raises(ConfigError, match="^--decoder_type='lstm': choose one of transformer, densenmt$"):
+    with pytest.raises(ConfigError, match="^--decoder_type='lstm': choose one of conditional_gru, "
+                       "densenmt, luong, recurrent, transformer$"):
         hybrid(50, 60, decoder_type="lstm")
+    # A sentence encoder gives one vector: nothing to attend to.
+    with pytest.raises(ConfigError, match="^--decoder_type=luong attends to the source's states, "
+                       r"which --encoder_type=gru \(one vector per sentence\) does not give; "
+                       "choose a decoder that reads a summary: conditional_gru$"):
+        hybrid(50, 60, encoder_type="gru", decoder_type="luong")
     # DenseAtt reads the DenseNMT encoder's layers: with another encoder, multistep or none.
     with pytest.raises(ConfigError, match="^--attention='dense2': choose one of multistep, none$"):
         hybrid(50, 60, encoder_type="transformer", decoder_type="densenmt", attention="dense2")

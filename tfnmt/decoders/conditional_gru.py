@@ -8,33 +8,39 @@ p(y_t) = softmax(G_l G_r o_t), where G_r maps o_t to `embed_dim` and G_l to the 
     initial_state(memory) -> {"state": s [N, hidden_dim]}
     step(ids [N], time, state, memory) -> (logits [N, V], state)
 
-`memory` is {"encoding": c [B, encoding_width]} (encoders/conv_sentence.py, encoders/gru.py).
+`memory` is {"encoding": c [B, W']}, the encoder's summary (encoders/conv_sentence.py,
+encoders/gru.py; behind a sequence encoder, the mean of its outputs: layers/part.py).
 """
 
 import keras
 
 from tfnmt.layers.conditional_gru_decoder import HPARAMS, ConditionalGRUDecoder
 from tfnmt.layers.hparams import HParam
-from tfnmt.layers.part import Part
+from tfnmt.layers.part import Decoder, register_decoder, summary_of
 
 
-class ConditionalGRU(Part):
+@register_decoder("conditional_gru")
+class ConditionalGRU(Decoder):
+    READS = "summary"
     HPARAMS = {**HPARAMS, "maxout_dim": HParam(500, "maxout units of the decoder's deep output",
                                                bounds=">= 1")}
 
-    def __init__(self, hparams, vocab_size, encoding_width, **kwargs):
+    def __init__(self, hparams, vocab_size, encoder, **kwargs):
         super().__init__(hparams, **kwargs)
         h = self.hparams
         embed_dim = h["embed_dim"]
         self.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="target_embedding")
         self.dropout = keras.layers.Dropout(h["dropout"])
         self.gru = self.build_now(ConditionalGRUDecoder(h["hidden_dim"], h["maxout_dim"], name="decoder"),
-                                  ((None, None, embed_dim), (None, encoding_width)))
+                                  ((None, None, embed_dim), (None, encoder.summary_width)))
         self.output_bottleneck = self.build_now(
             keras.layers.Dense(embed_dim, use_bias=False, name="output_bottleneck"),
             (None, h["maxout_dim"]))
         self.output_projection = self.build_now(
             keras.layers.Dense(vocab_size, name="output_projection"), (None, embed_dim))
+
+    def memory(self, encoded):
+        return {"encoding": summary_of(encoded)}
 
     def _logits(self, o, training=False):
         return self.output_projection(self.output_bottleneck(self.dropout(o, training=training)))

@@ -4,14 +4,15 @@ logits of every split state over the target vocabulary plus the blank (the last 
 
     decode(memory, training) -> {"logits": [B, k·S, V + 1], "lengths": [B]}
 
-`memory` is the Transformer encoder's {"outputs": [B, S, d], "mask": [B, S]}.
+`memory` is the Transformer encoder's {"outputs": [B, S, d], "mask": [B, S]}. Not a registered
+decoder: it labels all positions at once, so only the CTC model (its own search) wires it.
 """
 
 import keras
 import tensorflow as tf
 
 from tfnmt.layers.attention import key_mask
-from tfnmt.layers.part import Part
+from tfnmt.layers.part import Decoder
 from tfnmt.layers.position import SinusoidalPosition
 from tfnmt.layers.state_splitter import StateSplitter
 from tfnmt.decoders.transformer import TransformerDecoder
@@ -20,7 +21,7 @@ from tfnmt.layers.transformer_layers import (TransformerDecoderLayer, layer_args
                                              token_embedding)
 
 
-class CTCDecoder(Part):
+class CTCDecoder(Decoder):
     """`positions`: add sinusoidal positions to the split states. `embedding`: the source
     embedding layer, to share it (--share_embeddings with --tie_output)."""
     HPARAMS = {
@@ -50,6 +51,9 @@ class CTCDecoder(Part):
                        for i in range(h["decoder_layers"])]
         self.norm = (keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")
                      if h["pre_norm"] and self.layers else None)
+
+    def memory(self, encoded):
+        return {"outputs": encoded.outputs, "mask": encoded.mask}
 
     def decode(self, memory, training=False):
         states, mask = self.splitter(memory["outputs"], memory["mask"])

@@ -8,10 +8,10 @@ none.
                               that causal convolution, [N, k - 1, width]}
     step(ids [N], time, state, memory) -> (logits [N, V], state)
 
-`encoded` is what encoders/densenmt.py returns; multi-step attention also reads any encoder's
-{"outputs", "mask"} (keys z = the outputs mapped to `embed_dim`; values z, plus the embedded
-source when the encoder gives one `embed_dim` wide). DenseAtt needs the DenseNMT encoder's
-layers.
+Multi-step attention reads any encoder's outputs (keys z = the outputs mapped to `embed_dim`;
+values z, plus the embedded source when the encoder gives one `embed_dim` wide: extras
+"embedded"). DenseAtt needs the DenseNMT encoder's layers (extras "layers" and "base"), so
+behind another encoder the attention is multistep or none.
 
 Teacher forcing and incremental steps run one code path: in a step, each causal convolution
 reads a window made of its cached last k-1 inputs and the new position.
@@ -23,20 +23,27 @@ from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmb
                                       MultiStepAttention, SummaryLayer, summary_after)
 from tfnmt.layers.dense_attention import DenseAttention1, DenseAttention2
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
-from tfnmt.layers.part import Part
+from tfnmt.layers.part import Decoder, register_decoder
 from tfnmt.layers.weight_norm import WeightNormDense
 
 ATTENTIONS = ("multistep", "dense1", "dense2", "none")
 
 
-class ConvDecoder(Part):
-    """`memory_layers`: how many encoder layers DenseAtt-2 attends to."""
+@register_decoder("densenmt")
+class ConvDecoder(Decoder):
     HPARAMS = {"decoder_layers": DECODER_LAYERS.but(default=4),
                "decoder": HParam("dense", "decoder stack", choices=STACKS),
                "attention": HParam("dense2", "attention", choices=ATTENTIONS),
                "attention_dim": HParam(128, "DenseAtt width (eq. 9/10)", bounds=">= 1"), **HPARAMS}
 
-    def __init__(self, hparams, vocab_size, memory_layers=None, **kwargs):
+    @classmethod
+    def declared_behind(cls, encoder, declared):
+        if {"layers", "base"} <= encoder.EXTRAS:
+            return declared
+        return dict(declared, attention=declared["attention"].but(default="multistep",
+                                                                  choices=("multistep", "none")))
+
+    def __init__(self, hparams, vocab_size, encoder=None, **kwargs):
         super().__init__(hparams, **kwargs)
         h = self.hparams
         layers, kernel, dropout = h["decoder_layers"], h["kernel_size"], h["dropout"]
@@ -52,7 +59,8 @@ class ConvDecoder(Part):
                 return MultiStepAttention(embed_dim, name=f"decoder_attention_{i}")
             if attention == "dense1":
                 return DenseAttention1(h["attention_dim"], name=f"decoder_attention_{i}")
-            return DenseAttention2(h["attention_dim"], memory_layers, name=f"decoder_attention_{i}")
+            return DenseAttention2(h["attention_dim"], encoder.memory_layers,
+                                   name=f"decoder_attention_{i}")
 
         self.attention = [] if attention == "none" else [attention_layer(i) for i in range(layers)]
         self.attention_out = [WeightNormDense(width, name=f"decoder_attention_out_{i}")
@@ -90,20 +98,20 @@ class ConvDecoder(Part):
 
     # --- memory -------------------------------------------------------------------------------
     def memory(self, encoded):
-        mask = encoded["mask"]
-        keep = tf.cast(mask, encoded["outputs"].dtype)[:, :, None]
+        mask = encoded.mask
+        keep = tf.cast(mask, encoded.outputs.dtype)[:, :, None]
         memory = {"mask": mask}
         if self.keys is not None:
-            z = self.keys(encoded["outputs"]) * keep
-            embedded = encoded.get("embedded")
+            z = self.keys(encoded.outputs) * keep
+            embedded = encoded.extras.get("embedded")
             if embedded is not None and embedded.shape[-1] == z.shape[-1]:
                 z_plus_e = (z + embedded) * keep
             else:
                 z_plus_e = z
             memory.update(keys=z, values=z_plus_e)
         elif self.attention:
-            memory["layers"] = [a.project_memory([l * keep for l in encoded["layers"]],
-                                                 encoded["base"] * keep, mask)
+            memory["layers"] = [a.project_memory([l * keep for l in encoded.extras["layers"]],
+                                                 encoded.extras["base"] * keep, mask)
                                 for a in self.attention]
         return memory
 

@@ -8,8 +8,9 @@ forward layers; layer 1 reads [c_t; y_{t-1}]; the prediction is softmax(W_o drop
     initial_state(memory) -> {"layer_i": s^i [N, hidden_dim]}
     step(ids [N], time, state, memory) -> (logits [N, V], state)
 
-`encoded` is {"outputs": [B, S, W], "mask", "mean": [B, W]} (encoders/recurrent.py). Every
-decoder layer starts from tanh(W_l mean_j h_j), and the teacher-forced pass runs the same step
+`encoded` is any encoder's sequence (encoders/recurrent.py in DeepLAU/DeepGRU). Every decoder
+layer starts from tanh(W_l s), s the encoder's summary (the mean of its outputs over the real
+tokens, unless it gives its own: layers/part.py `summary_of`), and the teacher-forced pass runs the same step
 function as incremental decoding, inside one tf.while_loop over time, so the two cannot
 disagree.
 """
@@ -21,10 +22,11 @@ from tfnmt.layers.attention import masked_logits
 from tfnmt.layers.dense_attention import record_weights
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.lau import HPARAMS, connect, initializers, recurrent_cell, stacked_width
-from tfnmt.layers.part import Part
+from tfnmt.layers.part import Decoder, register_decoder, summary_of
 
 
-class RecurrentDecoder(Part):
+@register_decoder("recurrent")
+class RecurrentDecoder(Decoder):
     HPARAMS = {
         "decoder_layers": DECODER_LAYERS.but(default=4), **HPARAMS,
         "attention_dim": HParam(512, "additive attention width", bounds=">= 1"),
@@ -32,12 +34,12 @@ class RecurrentDecoder(Part):
                                  bounds="[0, 1)"),
     }
 
-    def __init__(self, hparams, vocab_size, memory_width=None, **kwargs):
+    def __init__(self, hparams, vocab_size, encoder, **kwargs):
         super().__init__(hparams, **kwargs)
         h = self.hparams
         embed_dim, hidden, attention = h["embed_dim"], h["hidden_dim"], h["attention_dim"]
         stacked = stacked_width(h)
-        memory_width = memory_width or stacked
+        memory_width = encoder.output_width
         self.connection = h["stack_connection"]
         dense, embedding, recurrent = initializers(h["init_stddev"])
         self.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="target_embedding",
@@ -55,7 +57,7 @@ class RecurrentDecoder(Part):
                                      (None, width)) for i, width in enumerate(widths)]
         self.fast = [] if self.connection != "fast_forward" else [
             linear(hidden, f"decoder_fast_{i}", width, use_bias=False) for i, width in enumerate(widths)]
-        self.init = [linear(hidden, f"decoder_init_{i}", memory_width, activation="tanh")
+        self.init = [linear(hidden, f"decoder_init_{i}", encoder.summary_width, activation="tanh")
                      for i in range(h["decoder_layers"])]
         self.attention_query = linear(attention, "decoder_attention_query", hidden, use_bias=False)
         self.attention_embedding = linear(attention, "decoder_attention_embedding", embed_dim,
@@ -65,10 +67,11 @@ class RecurrentDecoder(Part):
         self.output_projection = linear(vocab_size, "output_projection", stacked)
 
     def memory(self, encoded):
-        return dict(encoded, keys=self.attention_keys(encoded["outputs"]))
+        return {"outputs": encoded.outputs, "mask": encoded.mask, "summary": summary_of(encoded),
+                "keys": self.attention_keys(encoded.outputs)}
 
     def initial_state(self, memory):
-        return {f"layer_{i}": init(memory["mean"]) for i, init in enumerate(self.init)}
+        return {f"layer_{i}": init(memory["summary"]) for i, init in enumerate(self.init)}
 
     def _attend(self, s1, y, memory):
         """Context [N, width] from the first layer's previous state s1 and embedding y."""

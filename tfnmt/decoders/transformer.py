@@ -6,8 +6,9 @@
     initial_state(memory) -> {"layer_i": the layer's self-attention keys/values (empty)}
     step(ids [N], time, state, memory) -> (logits [N, V], state)
 
-`memory` is {"outputs": [B, S, d_model], "mask": [B, S]} (encoders/transformer.py). The output
-projection reuses the target embedding matrix with `tie_output`.
+`memory` is {"outputs": [B, S, d_model], "mask": [B, S]}: the encoder's outputs, through
+`encoder_bridge` (a linear map to d_model) when an encoder of another width feeds it (a hybrid).
+The output projection reuses the target embedding matrix with `tie_output`.
 """
 
 import keras
@@ -15,19 +16,20 @@ import tensorflow as tf
 
 from tfnmt.decoding.memory import SHARED
 from tfnmt.layers.attention import causal_mask, key_mask
-from tfnmt.layers.part import Part
+from tfnmt.layers.part import Decoder, register_decoder
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerDecoderLayer,
                                              layer_args, tied_logits, token_embedding)
 
 
-class TransformerDecoder(Part):
+@register_decoder("transformer")
+class TransformerDecoder(Decoder):
     """`layer`, `run` and `run_step` are what a richer stack (deep_transformer) replaces.
     `embedding`: the source embedding layer, to share it (--share_embeddings)."""
     HPARAMS = {"decoder_layers": DECODER_LAYERS, **HPARAMS,
                "tie_output": HParam(True, "the output projection reuses the target embedding matrix")}
 
-    def __init__(self, hparams, vocab_size, embedding=None, **kwargs):
+    def __init__(self, hparams, vocab_size, encoder=None, embedding=None, **kwargs):
         super().__init__(hparams, **kwargs)
         h = self.hparams
         self.embedding = embedding or token_embedding(vocab_size, h["d_model"], "target_embedding")
@@ -37,6 +39,8 @@ class TransformerDecoder(Part):
                      if h["pre_norm"] else None)
         self.output_projection = (None if h["tie_output"] else
                                   keras.layers.Dense(vocab_size, name="output_projection"))
+        self.bridge = (keras.layers.Dense(h["d_model"], name="encoder_bridge")
+                       if encoder is not None and encoder.output_width != h["d_model"] else None)
 
     @staticmethod
     def run_layers(layers, x, memory, self_allowed, memory_allowed, training):
@@ -48,8 +52,9 @@ class TransformerDecoder(Part):
         return x, states
 
     def memory(self, encoded):
+        outputs = encoded.outputs if self.bridge is None else self.bridge(encoded.outputs)
         # Only what the cross-attention reads: the beam search tiles all of it.
-        return {"outputs": encoded["outputs"], "mask": encoded["mask"]}
+        return {"outputs": outputs, "mask": encoded.mask}
 
     def layer(self, index, args):
         return TransformerDecoderLayer(name=f"decoder_layer_{index}", **args)

@@ -3,7 +3,7 @@ source's d x k̄ embedding matrix, zero-padded to k̄ = `source_window` tokens (
 compressed into ONE vector c by convolutions and pooling (layers/conv_sentence_encoder.py).
 The encoding is defined on that matrix, so batch padding never changes it.
 
-    encode(source [B, S <= k̄ real tokens], training) -> {"encoding": c [B, encoding_dim]}
+    encode(source [B, S <= k̄ real tokens], training) -> EncoderOutput(summary=c [B, encoding_dim])
 """
 
 import keras
@@ -14,7 +14,7 @@ from tfnmt.errors import ConfigError
 from tfnmt.layers.conditional_gru_decoder import HPARAMS
 from tfnmt.layers.conv_sentence_encoder import ConvSentenceEncoder
 from tfnmt.layers.hparams import HParam
-from tfnmt.layers.part import Part
+from tfnmt.layers.part import Encoder, EncoderOutput, register_encoder
 
 # The report's sizes per --conv_encoder; a size flag left at 0 takes these.
 ENCODERS = {
@@ -35,7 +35,9 @@ def _int_list(flag, text, separator):
     return values
 
 
-class ConvSentenceEncoderPart(Part):
+@register_encoder("conv_sentence")
+class ConvSentenceEncoderPart(Encoder):
+    GIVES_SEQUENCE = False
     HPARAMS = {
         "conv_encoder": HParam("ngram", "convolutional encoder", choices=tuple(ENCODERS)),
         "source_window": HParam(32, "k̄: source tokens (eos included) of the zero-padded sentence "
@@ -80,7 +82,8 @@ class ConvSentenceEncoderPart(Part):
             raise ConfigError(f"{layers} pooling layers halve the sentence matrix below one "
                               f"element (--source_window={window}, d={input_dim}); use fewer "
                               "--conv_layers or a larger matrix")
-        self.window = window
+        self.source_window = window
+        self.summary_width = h["encoding_dim"]
         self.embed_dim = h["embed_dim"]
         self.embedding = keras.layers.Embedding(vocab_size, h["embed_dim"], name="source_embedding")
         self.dropout = keras.layers.Dropout(h["dropout"])
@@ -92,7 +95,7 @@ class ConvSentenceEncoderPart(Part):
             gated_pooling=h["gated_pooling"], name="encoder"), (None, window, h["embed_dim"]))
 
     def encode(self, source, training=False):
-        window = self.window
+        window = self.source_window
         mask = tf.not_equal(source, PAD_ID)
         if source.shape[1] is None or source.shape[1] > window:
             # Batch padding past the window is harmless; real tokens past it are not.
@@ -105,4 +108,4 @@ class ConvSentenceEncoderPart(Part):
         rows = rows[:, :window]
         rows = tf.pad(rows, [[0, 0], [0, window - tf.shape(rows)[1]], [0, 0]])
         rows = tf.reshape(rows, [-1, window, self.embed_dim])  # static for W_f
-        return {"encoding": self.sentence(rows, training=training)}
+        return EncoderOutput(summary=self.sentence(rows, training=training))

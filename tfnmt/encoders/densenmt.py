@@ -1,14 +1,15 @@
 """The convolutional encoders of DenseNMT (Shen et al. 2018, eq. 6) and ConvS2S (Gehring et al.
 2017): learned embeddings and positions, then a dense or a residual stack of GLU convolutions.
 
-    encode(source [B, S], training) -> {
-        "mask": [B, S],
-        "outputs": [B, S, W]    the stack's output (a dense stack: its features since the last
+    encode(source [B, S], training) -> EncoderOutput(
+        mask [B, S],
+        outputs [B, S, W]       the stack's output (a dense stack: its features since the last
                                 summary, concatenated),
+        extras={
         "embedded": [B, S, e]   the embedded source (ConvS2S's attention values add it),
         "base": [B, S, e]       h^0 of the layers since the last summary (the embedded source,
                                 or that summary): what DenseAtt attends to besides them,
-        "layers": [[B, S, w]]   the layers' outputs since the last summary}
+        "layers": [[B, S, w]]   the layers' outputs since the last summary})
 
 A dense layer reads the concatenation of every earlier output since the last summary layer
 (`--sumlen`), a residual one (ConvS2S) its input plus its output, scaled by sqrt(0.5).
@@ -20,7 +21,7 @@ from tfnmt.data.vocab import PAD_ID
 from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder, SummaryLayer,
                                       summary_after)
 from tfnmt.layers.hparams import ENCODER_LAYERS, HParam
-from tfnmt.layers.part import Part
+from tfnmt.layers.part import Encoder, EncoderOutput, register_encoder
 from tfnmt.layers.weight_norm import WeightNormDense
 
 
@@ -31,14 +32,21 @@ def memory_layers(h):
     return h["encoder_layers"] - max(summary_after(h["encoder_layers"], h["sumlen"]), default=0)
 
 
-class ConvEncoder(Part):
+@register_encoder("densenmt")
+class ConvEncoder(Encoder):
     HPARAMS = {"encoder_layers": ENCODER_LAYERS.but(default=4),
                "encoder": HParam("dense", "encoder stack", choices=STACKS), **HPARAMS}
+    EXTRAS = frozenset({"embedded", "base", "layers"})
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)
         h = self.hparams
         layers, kernel, dropout = h["encoder_layers"], h["kernel_size"], h["dropout"]
+        # DenseAtt-2 attends to this many layers (a decoder reads it).
+        self.memory_layers = memory_layers(h)
+        self.output_width = self.summary_width = (
+            h["embed_dim"] + self.memory_layers * h["growth_rate"] if h["encoder"] == "dense"
+            else h["hidden_dim"])
         self.embedder = LearnedEmbedder(h, "source", vocab_size, name="source_embedder")
         self.dense = h["encoder"] == "dense"
         if self.dense:
@@ -80,4 +88,5 @@ class ConvEncoder(Part):
                 x = (conv(layer, x) + x) * HALF
                 layers.append(x)
             top = x
-        return {"mask": mask, "outputs": top, "embedded": embedded, "base": base, "layers": layers}
+        return EncoderOutput(outputs=top, mask=mask,
+                             extras={"embedded": embedded, "base": base, "layers": layers})

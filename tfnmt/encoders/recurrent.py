@@ -4,8 +4,9 @@ reading the whole output sequence of the layer below, joined by `--stack_connect
 right-to-left layer reverses each sentence within its own length, so it starts at the real last
 token, never at padding.
 
-    encode(source [B, S], training) -> {"outputs": [B, S, W], "mask": [B, S],
-                                        "mean": [B, W] (over real tokens)}
+    encode(source [B, S], training) -> EncoderOutput(outputs [B, S, W], mask [B, S])
+
+(its summary, the mean over real tokens, is layers/part.py's `summary_of`)
 """
 
 import keras
@@ -14,16 +15,18 @@ import tensorflow as tf
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.layers.hparams import ENCODER_LAYERS
 from tfnmt.layers.lau import HPARAMS, connect, initializers, recurrent_cell, stacked_width
-from tfnmt.layers.part import Part
+from tfnmt.layers.part import Encoder, EncoderOutput, register_encoder
 
 
-class RecurrentEncoder(Part):
+@register_encoder("recurrent")
+class RecurrentEncoder(Encoder):
     HPARAMS = {"encoder_layers": ENCODER_LAYERS.but(default=4), **HPARAMS}
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)
         h = self.hparams
         embed_dim, stacked = h["embed_dim"], stacked_width(h)
+        self.output_width = self.summary_width = stacked
         dense, embedding, recurrent = initializers(h["init_stddev"])
         self.connection = h["stack_connection"]
         self.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="source_embedding",
@@ -54,5 +57,4 @@ class RecurrentEncoder(Part):
             else:
                 h = rnn(x, mask=mask, training=training)
             x = connect(self.connection, i, x, h * keep, self.fast) * keep
-        mean = tf.reduce_sum(x, axis=1) / tf.maximum(tf.cast(lengths, x.dtype), 1.0)[:, None]
-        return {"outputs": x, "mask": mask, "mean": mean}
+        return EncoderOutput(outputs=x, mask=mask)

@@ -1,7 +1,7 @@
 """The Transformer encoder (Vaswani et al. 2017): scaled embeddings + sinusoidal positions, a
 stack of self-attention layers, a final layer norm in pre-norm stacks.
 
-    encode(source [B, S], training) -> {"outputs": [B, S, d_model], "mask": [B, S]}
+    encode(source [B, S], training) -> EncoderOutput(outputs [B, S, d_model], mask [B, S])
 """
 
 import keras
@@ -9,19 +9,21 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.layers.attention import key_mask
-from tfnmt.layers.part import Part
+from tfnmt.layers.part import Encoder, EncoderOutput, register_encoder
 from tfnmt.layers.hparams import ENCODER_LAYERS
 from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerEncoderLayer,
                                              layer_args, token_embedding)
 
 
-class TransformerEncoder(Part):
+@register_encoder("transformer")
+class TransformerEncoder(Encoder):
     """`layers` (the stack) and `run` are what a richer stack (deep_transformer) replaces."""
     HPARAMS = {"encoder_layers": ENCODER_LAYERS, **HPARAMS}
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)
         h = self.hparams
+        self.output_width = self.summary_width = h["d_model"]
         self.embedding = token_embedding(vocab_size, h["d_model"], "source_embedding")
         self.embedder = Embedder(h, self.embedding, name="source_embedder")
         self.layers = [self.layer(i, layer_args(h)) for i in range(h["encoder_layers"])]
@@ -46,7 +48,7 @@ class TransformerEncoder(Part):
                              training)
         if self.norm is not None:
             x = self.norm(x)
-        return {"outputs": x, "mask": mask}, states
+        return EncoderOutput(outputs=x, mask=mask), states
 
     def encode(self, source, training=False):
         return self.encode_with_states(source, training)[0]

@@ -1,6 +1,18 @@
-"""The base of encoders and decoders (tfnmt/encoders, tfnmt/decoders): parts a model wires."""
+"""The base of encoders and decoders (tfnmt/encoders, tfnmt/decoders): parts a model wires, the
+typed output every encoder gives, and the registries that let any registered encoder feed any
+registered decoder that can read it (models/hybrid.py).
+
+An encoder gives an `EncoderOutput`: a sequence (`outputs` [B, S, W] and its `mask` [B, S]), a
+`summary` [B, W'] of the sentence, or both, plus `extras` only a matching decoder reads (the
+DenseNMT encoder's layers for DenseAtt). A sequence encoder that computes no summary of its own
+gets the mean of its outputs over the real tokens (`summary_of`), so every encoder can feed a
+decoder that starts from, or only reads, one vector of the source.
+"""
+
+import dataclasses
 
 import keras
+import tensorflow as tf
 
 
 class Part(keras.layers.Layer):
@@ -26,13 +38,96 @@ class Part(keras.layers.Layer):
             layer.build(input_shape)
         return layer
 
+    def call(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__name__} is a part: call its methods, not the part")
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderOutput:
+    """What an encoder gives. `outputs`/`mask`: None for a sentence encoder (one vector);
+    `summary`: None where the mean of the outputs stands for the sentence."""
+    outputs: tf.Tensor = None
+    mask: tf.Tensor = None
+    summary: tf.Tensor = None
+    extras: dict = dataclasses.field(default_factory=dict)
+
+
+def summary_of(encoded):
+    """The sentence as one vector [B, W']: the encoder's own summary, or the mean of its
+    outputs over the real tokens."""
+    if encoded.summary is not None:
+        return encoded.summary
+    outputs = encoded.outputs
+    keep = tf.cast(encoded.mask, outputs.dtype)[:, :, None]
+    count = tf.reduce_sum(keep, axis=1)
+    return tf.reduce_sum(outputs * keep, axis=1) / tf.maximum(count, 1.0)
+
+
+class Encoder(Part):
+    """`encode(source [B, S], training) -> EncoderOutput`. Set in `__init__`, from the
+    hyper-parameters alone (a decoder builds layers of those widths before any tensor exists):
+    `output_width` (W, None for a sentence encoder) and `summary_width` (W'). A class that
+    gives extras names them in EXTRAS."""
+    HPARAMS = {}
+    EXTRAS = frozenset()
+    # The most source tokens (eos included) it reads: the translator splits longer sources into
+    # chunks and the trainer drops longer pairs. None = any length.
+    source_window = None
+    output_width = None
+    summary_width = None
+    # False for a sentence encoder: it gives only the summary.
+    GIVES_SEQUENCE = True
+
+    def encode(self, source, training=False):
+        raise NotImplementedError(f"{type(self).__name__} must implement encode()")
+
+
+class Decoder(Part):
+    """`memory(encoded: EncoderOutput) -> memory` (a nest of batch-major tensors, once per
+    sentence), `decoding_memory(memory)` (what only the steps read), `decode`, `initial_state`,
+    `step` (models/base.py). Built as `Decoder(hparams, vocab_size, encoder=the encoder part)`,
+    from which it reads the widths it needs: it reads an encoder of any `output_width` (mapping
+    it to the width it attends to where it needs one). READS: "sequence" (attends to the outputs) or
+    "summary" (reads only the sentence vector)."""
+    HPARAMS = {}
+    READS = "sequence"
+    attends = False
+
+    @classmethod
+    def declared_behind(cls, encoder, declared):
+        """Its declarations (name -> HParam) behind `encoder` (a class): a decoder whose options
+        need an encoder's extras narrows them here."""
+        return declared
+
     def memory(self, encoded):
-        """A decoder's memory from its encoder's output (default: the output as it is)."""
-        return encoded
+        raise NotImplementedError(f"{type(self).__name__} must implement memory()")
 
     def decoding_memory(self, memory):
         """The memory its `step` reads (models/base.py; default: the memory as it is)."""
         return memory
 
-    def call(self, *args, **kwargs):
-        raise TypeError(f"{type(self).__name__} is a part: call its methods, not the part")
+
+# --- the registries: `@register_encoder(NAME)` / `@register_decoder(NAME)` on the part's class,
+# one line; models/hybrid.py imports every module of tfnmt/encoders and tfnmt/decoders.
+ENCODERS, DECODERS = {}, {}
+
+
+def _registrar(registry, kind):
+    def register(name):
+        def decorator(cls):
+            if name in registry:
+                raise ValueError(f"{kind} {name!r} registered twice")
+            cls.part_name = name
+            registry[name] = cls
+            return cls
+        return decorator
+    return register
+
+
+register_encoder = _registrar(ENCODERS, "encoder")
+register_decoder = _registrar(DECODERS, "decoder")
+
+
+def can_read(encoder, decoder):
+    """Whether `decoder` (a class) can be wired behind `encoder` (a class)."""
+    return decoder.READS == "summary" or encoder.GIVES_SEQUENCE

@@ -252,11 +252,16 @@ class Seq2SeqModel(keras.Model):
 
 class EncoderDecoder(Seq2SeqModel):
     """A model wired from parts: `self.encoder` (tfnmt/encoders) and `self.decoder`
-    (tfnmt/decoders), set in `__init__`. The decoder may turn what the encoder gives into the
-    memory it attends to (`decoder.memory(encoded)`: attention keys, say), once per sentence."""
+    (tfnmt/decoders, built with `encoder=self.encoder`), set in `__init__`. The decoder turns
+    the encoder's output (layers/part.py EncoderOutput) into the memory it attends to
+    (`decoder.memory(encoded)`: attention keys, say), once per sentence."""
 
     def encode(self, source, training=False):
         return self.decoder.memory(self.encoder.encode(source, training=training))
+
+    @property
+    def source_window(self):
+        return self.encoder.source_window
 
     def decode(self, memory, target_in, training=False):
         return self.decoder.decode(memory, target_in, training=training)

@@ -42,9 +42,7 @@ class ConvEncoderSeq2Seq(EncoderDecoder):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
         self.encoder = ConvSentenceEncoderPart(h, source_vocab_size, name="encoder", scope=self.name)
-        # The translator reads this: sources longer than the window are split into chunks.
-        self.source_window = self.encoder.window
-        self.decoder = ConditionalGRU(h, target_vocab_size, h["encoding_dim"], name="decoder",
+        self.decoder = ConditionalGRU(h, target_vocab_size, encoder=self.encoder, name="decoder",
                                       scope=self.name)
 
 
@@ -57,5 +55,5 @@ class GRUEncoderDecoder(EncoderDecoder):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
         self.encoder = GRUEncoder(h, source_vocab_size, name="encoder", scope=self.name)
-        self.decoder = ConditionalGRU(h, target_vocab_size, h["hidden_dim"], name="decoder",
+        self.decoder = ConditionalGRU(h, target_vocab_size, encoder=self.encoder, name="decoder",
                                       scope=self.name)

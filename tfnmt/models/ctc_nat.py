@@ -75,7 +75,7 @@ class CTCNonAutoregressive(Seq2SeqModel):
 
     # --- the contract -------------------------------------------------------------------------
     def encode(self, source, training=False):
-        return self.encoder.encode(source, training=training)
+        return self.decoder.memory(self.encoder.encode(source, training=training))
 
     def decode(self, memory, target_in=None, training=False):
         """Labels every split state; the target is not an input (non-autoregressive).

@@ -133,7 +133,8 @@ class DeepTransformer(Transformer):
         self.diversity_weight = self.hparams["diversity_weight"]
 
     def call(self, inputs, training=False):
-        memory, encoder_states = self.encoder.encode_with_states(inputs["source"], training)
+        encoded, encoder_states = self.encoder.encode_with_states(inputs["source"], training)
+        memory = self.decoder.memory(encoded)
         logits, decoder_states = self.decoder.decode_with_states(memory, inputs["target_in"], training)
         if training and self.diversity_weight > 0:
             diversity = layer_diversity([(encoder_states, memory["mask"]),

@@ -40,7 +40,8 @@ class DeepLAU(EncoderDecoder):
         h = dict(self.FIXED, **self.hparams)
         self.settings = h
         self.encoder = RecurrentEncoder(h, source_vocab_size, name="encoder", scope=self.name)
-        self.decoder = RecurrentDecoder(h, target_vocab_size, name="decoder", scope=self.name)
+        self.decoder = RecurrentDecoder(h, target_vocab_size, encoder=self.encoder, name="decoder",
+                                        scope=self.name)
 
 
 @register("deepgru")

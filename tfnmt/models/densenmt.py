@@ -26,7 +26,7 @@ The encoder is encoders/densenmt.py, the decoder and its attention decoders/dens
 """
 
 from tfnmt.decoders.densenmt import ConvDecoder
-from tfnmt.encoders.densenmt import ConvEncoder, memory_layers
+from tfnmt.encoders.densenmt import ConvEncoder
 from tfnmt.models.base import EncoderDecoder
 from tfnmt.models.registry import register
 
@@ -43,5 +43,4 @@ class DenseNMT(EncoderDecoder):
         h = dict(self.FIXED, **self.hparams)
         self.settings = h
         self.encoder = ConvEncoder(h, source_vocab_size, name="encoder")
-        self.decoder = ConvDecoder(h, target_vocab_size, memory_layers=memory_layers(h),
-                                   name="decoder")
+        self.decoder = ConvDecoder(h, target_vocab_size, encoder=self.encoder, name="decoder")

@@ -1,36 +1,45 @@
-"""Hybrids are a config: an encoder and a decoder chosen by hyper-parameters, each taking its own
-(`--encoder_type=transformer --decoder_type=densenmt` and the flags those parts read; a name both
-read, such as --dropout, takes one value). configs/hybrid/ holds examples.
+"""Hybrids are a config: any registered encoder with any registered decoder that can read it,
+chosen by hyper-parameters, each taking its own (`--encoder_type=transformer
+--decoder_type=densenmt` and the flags those parts read; a name both read, such as --dropout,
+takes one value, the decoder's default). configs/hybrid/ holds examples.
 
-    encoders: transformer (encoders/transformer.py), densenmt (encoders/densenmt.py: dense or
-              residual, --encoder)
-    decoders: transformer (decoders/transformer.py), densenmt (decoders/densenmt.py: dense or
-              residual, --decoder, with --attention)
-
-Where the two do not fit as they are: a Transformer decoder attends to d_model-wide states, so a
-DenseNMT encoder's output is first mapped to d_model (`encoder_bridge`, a linear map); DenseAtt
-attends to the DenseNMT encoder's layers, so with another encoder a DenseNMT decoder takes
---attention=multistep (the default there; keys and values: the encoder's output mapped to
---embed_dim) or none.
+The parts are the classes decorated `@register_encoder(NAME)` in tfnmt/encoders/ and
+`@register_decoder(NAME)` in tfnmt/decoders/ (layers/part.py); a new part is one file there and
+that one line. Where the two do not fit as they are:
+- a decoder reads an encoder's outputs of any width: the Transformer decoder, which attends to
+  d_model-wide states, maps another width through `encoder_bridge`, a linear map;
+- a decoder that reads only the sentence vector (READS = "summary") takes the encoder's summary,
+  the mean of its outputs over the real tokens unless it gives its own; a decoder that attends
+  (READS = "sequence") cannot follow a sentence encoder (GIVES_SEQUENCE = False), and says so;
+- a decoder whose options need an encoder's extras narrows them (`declared_behind`: DenseAtt
+  reads the DenseNMT encoder's layers, so behind another encoder a DenseNMT decoder takes
+  --attention=multistep, the default there, or none).
 """
 
-import keras
+import importlib
+import pkgutil
 
-from tfnmt.decoders.densenmt import ConvDecoder
-from tfnmt.decoders.transformer import TransformerDecoder
-from tfnmt.encoders.densenmt import ConvEncoder, memory_layers
-from tfnmt.encoders.transformer import TransformerEncoder
+from tfnmt import decoders, encoders
 from tfnmt.errors import ConfigError
 from tfnmt.layers.hparams import HParam
+from tfnmt.layers.part import DECODERS, ENCODERS, can_read
 from tfnmt.models.base import EncoderDecoder
 from tfnmt.models.registry import register
 
-ENCODERS = {"transformer": TransformerEncoder, "densenmt": ConvEncoder}
-DECODERS = {"transformer": TransformerDecoder, "densenmt": ConvDecoder}
+for _package in (encoders, decoders):
+    for _module in pkgutil.iter_modules(_package.__path__):
+        importlib.import_module(f"{_package.__name__}.{_module.name}")
+
 TYPES = {
-    "encoder_type": HParam("transformer", "the hybrid's encoder", choices=tuple(ENCODERS)),
-    "decoder_type": HParam("densenmt", "the hybrid's decoder", choices=tuple(DECODERS)),
+    "encoder_type": HParam("transformer", "the hybrid's encoder", choices=tuple(sorted(ENCODERS))),
+    "decoder_type": HParam("densenmt", "the hybrid's decoder", choices=tuple(sorted(DECODERS))),
 }
+
+
+def pairs():
+    """Every (encoder name, decoder name) the registries allow."""
+    return [(e, d) for e, encoder in sorted(ENCODERS.items()) for d, decoder in sorted(DECODERS.items())
+            if can_read(encoder, decoder)]
 
 
 @register("hybrid")
@@ -45,34 +54,33 @@ class Hybrid(EncoderDecoder):
         return f"{cls.registry_name!r} ({chosen})"
 
     @classmethod
-    def declared(cls, hparams):
+    def parts(cls, hparams):
+        """The (encoder, decoder) classes `hparams` choose, or ConfigError in one line."""
         chosen = {}
         for name, spec in TYPES.items():
             chosen[name] = hparams.get(name, spec.default)
             spec.check(name, chosen[name], cls.title(hparams))
         encoder, decoder = ENCODERS[chosen["encoder_type"]], DECODERS[chosen["decoder_type"]]
+        if not can_read(encoder, decoder):
+            raise ConfigError(f"--decoder_type={chosen['decoder_type']} attends to the source's "
+                              f"states, which --encoder_type={chosen['encoder_type']} (one vector "
+                              "per sentence) does not give; choose a decoder that reads a "
+                              "summary: " + ", ".join(sorted(
+                                  name for name, d in DECODERS.items() if d.READS == "summary")))
+        return encoder, decoder
+
+    @classmethod
+    def declared(cls, hparams):
+        encoder, decoder = cls.parts(hparams)
         # A name both parts read: the decoder's declaration (its default) wins.
-        declared = {**TYPES, **encoder.HPARAMS, **decoder.HPARAMS}
-        if decoder is ConvDecoder and encoder is not ConvEncoder:
-            declared["attention"] = declared["attention"].but(default="multistep",
-                                                              choices=("multistep", "none"))
-        return declared
+        return {**TYPES, **encoder.HPARAMS, **decoder.declared_behind(encoder, decoder.HPARAMS)}
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
-        encoder_type, decoder_type = h["encoder_type"], h["decoder_type"]
         if "num_heads" in h and h["d_model"] % h["num_heads"]:
             raise ConfigError(f"--d_model={h['d_model']} is not divisible by --num_heads={h['num_heads']}")
-        self.encoder = ENCODERS[encoder_type](h, source_vocab_size, name="encoder", scope=self.name)
-        decoder_args = {"memory_layers": memory_layers(h)} if encoder_type == decoder_type == "densenmt" else {}
-        self.decoder = DECODERS[decoder_type](h, target_vocab_size, name="decoder", scope=self.name,
-                                              **decoder_args)
-        self.bridge = (keras.layers.Dense(h["d_model"], name="encoder_bridge")
-                       if decoder_type == "transformer" and encoder_type != "transformer" else None)
-
-    def encode(self, source, training=False):
-        encoded = self.encoder.encode(source, training=training)
-        if self.bridge is not None:
-            encoded = dict(encoded, outputs=self.bridge(encoded["outputs"]))
-        return self.decoder.memory(encoded)
+        encoder_class, decoder_class = self.parts(h)
+        self.encoder = encoder_class(h, source_vocab_size, name="encoder", scope=self.name)
+        self.decoder = decoder_class(h, target_vocab_size, encoder=self.encoder, name="decoder",
+                                     scope=self.name)

@@ -32,5 +32,5 @@ class Transformer(EncoderDecoder):
         h = self.hparams
         check_hparams(h, source_vocab_size, target_vocab_size)
         self.encoder = self.ENCODER(h, source_vocab_size, name="encoder")
-        self.decoder = self.DECODER(h, target_vocab_size, name="decoder",
+        self.decoder = self.DECODER(h, target_vocab_size, encoder=self.encoder, name="decoder",
                                     embedding=self.encoder.embedding if h["share_embeddings"] else None)
