@@ -52,7 +52,7 @@ TABLE1_DE_EN = {64: 8, 128: 11, 256: 17}
 
 @pytest.mark.parametrize("name", ["base-4l", "densenmt-4l-1", "densenmt-4l-2", "base-8l"])
 def test_densenmt_table1_configs_have_the_papers_model_sizes(name, monkeypatch, capsys):
-    # The 8-layer dense models are ~3-4M larger than the paper's; BUILD.md explains the gap.
+    # The 8-layer dense models are ~3-4M larger than the paper's; docs/papers/000-densenmt-convs2s.md explains the gap.
     from conftest import run_cli
     monkeypatch.chdir(REPO)
     for width, millions in TABLE1_DE_EN.items():

@@ -115,7 +115,7 @@ def test_greedy_output_equals_tfnmt(trained_model, ct2):
 
 def test_beam_length_penalty_is_tfnmts_length_mode(trained_model, ct2):
     """CTranslate2 divides by |y|^alpha, eos counted: tfnmt's --length_penalty_mode=length.
-    The two beam searches keep ended hypotheses and stop differently (BUILD.md: CTranslate2),
+    The two beam searches keep ended hypotheses and stop differently (docs/export.md: CTranslate2 export),
     so a few sentences of this barely trained model differ; those that agree score alike."""
     translator, sp = ct2
     tfnmt = tfnmt_translator(trained_model, beam_size=5, length_penalty=0.6,

@@ -1,4 +1,4 @@
-"""The package's import graph follows the layer order BUILD.md documents ("The code"): a module
+"""The package's import graph follows BUILD.md's "The layer order of imports": a module
 imports only from its own package or from lower layers, so there is no circle and no arrow back
 up (models never import training/, decoding never imports models/)."""
 

@@ -7,7 +7,7 @@ Rows: beam search (--beam_size and the length penalty of the decoding flags, or 
 --saved_model's export) and greedy search (beam 1, no length penalty), each at
 --decode_batch_size (sentences/s) and one sentence at a time (p50 latency). Before timing,
 greedy agreement is checked: a sentence that tfnmt ends at its length limit is decoded again by
-CTranslate2 with that limit (BUILD.md: CTranslate2 export, length limits).
+CTranslate2 with that limit (docs/export.md: CTranslate2 export, length limits).
 """
 
 import dataclasses

@@ -3,7 +3,7 @@
 tokenize with, written through CTranslate2's own specification API (ctranslate2.specs), as its
 converters do.
 
-What maps how (README: Exporting, CTranslate2; BUILD.md says how it was checked):
+What maps how (README: Exporting, CTranslate2; docs/export.md says how it was checked):
 - vocabulary: the SentencePiece pieces in id order (pad 0, unk 1, bos 2, eos 3 as
   data/vocab.py reserves them); CTranslate2's unk, bos (= decoder start) and eos tokens are the
   pieces at those ids, and the source gets eos appended (`add_source_eos`), as `tokenize` does;

@@ -50,7 +50,7 @@ def make_strategy(name):
         config = os.environ.get("TF_CONFIG")
         if not config:
             raise ConfigError("--distribution=multi_worker needs TF_CONFIG (the cluster and this "
-                              "worker's task); see BUILD.md, 'Multi-worker training'")
+                              "worker's task); see docs/training.md, 'Multi-worker training'")
         try:
             cluster = json.loads(config)["cluster"]
         except (ValueError, KeyError, TypeError) as e:
