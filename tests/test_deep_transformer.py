@@ -292,8 +292,8 @@ def test_model_adds_minus_lambda_times_the_diversity_of_both_stacks_in_training(
     model(inputs, training=False)
     assert model.losses == []  # a training objective only
     model(inputs, training=True)
-    memory, encoder_states = model.encoder.encode_with_states(SOURCE, False)
-    _, decoder_states = model.decoder.decode_with_states(memory, TARGET_IN, False)
+    encoded, encoder_states = model.encoder.encode_with_states(SOURCE, False)
+    _, decoder_states = model.decoder.decode_with_states(model.decoder.memory(encoded), TARGET_IN, False)
     expected = layer_diversity([(encoder_states, SOURCE != 0), (decoder_states, TARGET_IN != 0)])
     assert len(model.losses) == 1
     np.testing.assert_allclose(model.losses[0].numpy(), -0.5 * expected.numpy(), rtol=1e-5)

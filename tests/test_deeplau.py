@@ -173,7 +173,7 @@ def test_alternating_encoder_gives_a_padded_sentence_its_unpadded_output(name, c
     alone = model.encode(tf.constant([[9, 10, 3]]))
     np.testing.assert_allclose(batch["outputs"][1, :3].numpy(), alone["outputs"][0].numpy(), atol=1e-5)
     np.testing.assert_allclose(batch["outputs"][1, 3:].numpy(), 0.0)
-    np.testing.assert_allclose(batch["mean"][1].numpy(), alone["mean"][0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(batch["summary"][1].numpy(), alone["summary"][0].numpy(), atol=1e-5)
 
 
 def test_layers_alternate_direction():
