@@ -13,7 +13,10 @@ For a layer class, constructor arguments and example inputs it checks:
     variables, its floating outputs have the compute dtype, are finite, and are the float32
     layer's outputs (same weights) to the policy's precision;
 (e) the outputs have `expected_output_shape` (and the layer's own `compute_output_shape`, if
-    it has one, says so).
+    it has one, says so);
+(f) every trainable weight reaches the outputs (a gradient of at least 1e-4 from a random
+    projection of them), except the `inert_weights` the caller names, which must get none (a
+    bias that softmax cancels: then the list says why, and fails when the weight comes alive).
 
 The weights are moved off their initial values first (zero biases, zero gates, a=0 pooling
 scales...), so a copy that failed, or a clone with another architecture, shows in the values.
@@ -116,7 +119,7 @@ def _perturb(layer, seed):
 
 
 def run_layer_test(layer_cls, init_kwargs, args, kwargs=None, *, expected_output_shape,
-                   call=call_layer, policies=POLICIES, allow_defaults=(), seed=0):
+                   call=call_layer, policies=POLICIES, allow_defaults=(), inert_weights=(), seed=0):
     """Checks (a)-(e) of the module docstring; returns the float32 layer and its outputs.
 
     `args`/`kwargs`: the inputs, passed as `call(layer, *args, **kwargs)` (by default
@@ -124,6 +127,7 @@ def run_layer_test(layer_cls, init_kwargs, args, kwargs=None, *, expected_output
     its own weights, gives its own `call`). Floating inputs are fed as float32, and under a mixed
     policy in its compute dtype, as a model's embeddings would arrive.
     `expected_output_shape`: one shape, or one per output in `tf.nest.flatten` order.
+    `inert_weights`: endings of the paths of weights no output depends on (check (f)).
     """
     args = tf.nest.map_structure(_tensor, tuple(args))
     kwargs = tf.nest.map_structure(_tensor, dict(kwargs or {}))
@@ -155,6 +159,20 @@ def run_layer_test(layer_cls, init_kwargs, args, kwargs=None, *, expected_output
            for cls in layer_cls.__mro__):
         declared = _shapes(layer.compute_output_shape(tuple(args[0].shape)))
         assert declared == [tuple(t.shape) for t in flat], f"{name}.compute_output_shape: {declared}"
+
+    # (f) every trainable weight but the inert ones reaches the outputs.
+    rng = np.random.default_rng(seed + 1)
+    with tf.GradientTape() as tape:
+        floating = [t for t in _flat(call(layer, *args, **kwargs)) if t.dtype.is_floating]
+        objective = tf.add_n([tf.reduce_sum(t * rng.normal(size=t.shape).astype(np.float32))
+                              for t in floating])
+    gradients = tape.gradient(objective, layer.trainable_weights)
+    for weight, gradient in zip(layer.trainable_weights, gradients):
+        largest = 0.0 if gradient is None else float(tf.reduce_max(tf.abs(gradient)))
+        if weight.path.endswith(tuple(inert_weights)):
+            assert largest < 1e-5, f"{weight.path} is listed inert but gets a gradient {largest}"
+        else:
+            assert largest > 1e-4, f"{weight.path} does not reach the outputs of {name}"
 
     # (b) config round trip.
     config = layer.get_config()
