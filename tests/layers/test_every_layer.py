@@ -125,6 +125,11 @@ CASES = {
     "LAUCell": (LAUCell, dict(units=5, kernel_initializer="he_normal",
                               recurrent_initializer="glorot_normal"),
                 (x(B, 3), [x(B, 5)]), {}, [(B, 5), (B, 5)], {}),
+    # As DeepLAU's --init_stddev gives them: initializer objects.
+    "LAUCell-initializers": (
+        LAUCell, dict(units=5, kernel_initializer=keras.initializers.RandomNormal(stddev=0.04),
+                      recurrent_initializer=keras.initializers.RandomNormal(stddev=0.04)),
+        (x(B, 3), [x(B, 5)]), {}, [(B, 5), (B, 5)], {}),
     "SinusoidalPosition": (SinusoidalPosition, dict(max_wavelength=50.0), (x(B, T, 5),),
                            dict(offset=2), (B, T, 5), {}),
     "StateSplitter": (StateSplitter, dict(split_factor=3, width=6), (x(B, S, D), SOURCE_MASK), {},
