@@ -1,9 +1,8 @@
 """run_layer_test (tests/helpers/layers.py) over every serialisable Keras layer of tfnmt: config
-round trip, serialisation, mixed precision and shapes, at tiny sizes. A new layer class under
-tfnmt/ fails test_every_layer_class_has_a_case until it gets a case here."""
+round trip, serialisation, mixed precision, shapes and gradients, at tiny sizes. A new layer
+class under tfnmt/ fails test_every_layer_class_has_a_case until it gets a case here."""
 
 import importlib
-import inspect
 import pkgutil
 
 import keras
