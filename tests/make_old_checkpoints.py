@@ -1,8 +1,8 @@
-"""Writes tests/data/old_checkpoints/<model>/: a model directory per registered model, at its
+"""Writes tests/fixtures/old_checkpoints/<model>/: a model directory per registered model, at its
 contract.TINY size with seeded weights, as `tfnmt train` leaves it (config.json, ckpt/ written by
 the trainer's own checkpoint writer), and logits.npz, the model's logits of a fixed batch.
 
-tests/test_old_checkpoints.py restores each into a model built by the current code: a change
+tests/models/test_old_checkpoints.py restores each into a model built by the current code: a change
 that moves a variable (a checkpoint format change) fails it. Run this only with the code whose
 checkpoints are to be kept readable (it was run at 2cdd492, before the encoders/decoders split):
 
@@ -25,7 +25,7 @@ from contract import TINY, logits_of, tiny_model  # noqa: E402
 from tfnmt import model_dir as model_dir_lib  # noqa: E402
 from tfnmt.training.checkpoints import Checkpoints, trackables  # noqa: E402
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "old_checkpoints")
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "old_checkpoints")
 SOURCE_VOCAB, TARGET_VOCAB = 20, 24
 # Narrower than the TINY sizes, and fewer learned positions: the files stay small.
 _POSITIONS = dict(max_positions=16)

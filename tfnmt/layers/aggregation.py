@@ -81,6 +81,7 @@ def _normalize(x, epsilon=1e-6):
     return tf.cast((x32 - mean) * tf.math.rsqrt(variance + epsilon), x.dtype)
 
 
+@keras.saving.register_keras_serializable(package="tfnmt")
 class LayerAggregation(keras.layers.Layer):
     """Runs a stack of `num_layers` layers with one aggregation strategy:
 

@@ -1,4 +1,4 @@
-"""Checkpoints written before a change keep restoring: tests/data/old_checkpoints holds, per
+"""Checkpoints written before a change keep restoring: tests/fixtures/old_checkpoints holds, per
 registered model, a model directory written by tests/make_old_checkpoints.py with an older
 version of the code. The current code must read its config.json, build the model, restore every
 weight under the same checkpoint key and compute the same logits."""
@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import REPO
 from contract import TINY, logits_of
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 from tfnmt.training.checkpoints import trackables
 
-OLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "old_checkpoints")
+OLD = os.path.join(REPO, "tests", "fixtures", "old_checkpoints")
 
 
 # Registered after the checkpoints were made: nothing older to restore.

@@ -1,10 +1,12 @@
+"""ConvS2S (Gehring et al. 2017): incremental decoding, causality, masking, and a Multi30k
+overfit. The weight-normalised layers alone: tests/layers/test_weight_norm.py."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from conftest import multi30k_lines
 from contract import assert_incremental_equals_teacher_forcing, overfit_export_and_compare
-from tfnmt.layers.weight_norm import WeightNormConv1D, WeightNormDense
 from tfnmt.models import catalog
 
 SMALL = dict(encoder_layers=2, decoder_layers=3, embed_dim=16, hidden_dim=24)
@@ -43,21 +45,6 @@ def test_decoder_is_causal_and_source_padding_is_masked():
     longer = tf.pad(SOURCE, [[0, 0], [0, 4]])
     c = model({"source": longer, "target_in": TARGET_IN}).numpy()
     np.testing.assert_allclose(a, c, atol=1e-5)
-
-
-def test_weight_norm_kernels_have_norm_g_per_unit():
-    dense = WeightNormDense(7)
-    dense(tf.ones([2, 5]))
-    dense.g.assign(tf.fill([1, 7], 3.0))
-    np.testing.assert_allclose(np.linalg.norm(dense.kernel().numpy(), axis=0), 3.0, rtol=1e-5)
-    conv = WeightNormConv1D(6, 3, causal=True)
-    x = tf.random.stateless_normal([1, 4, 5], seed=[0, 1])
-    full = conv(x)
-    np.testing.assert_allclose(np.linalg.norm(conv.kernel().numpy().reshape(-1, 6), axis=0),
-                               conv.g.numpy().reshape(-1), rtol=1e-5)
-    # The causal output at position t only sees inputs up to t: the last window gives the last row.
-    window = x[:, 1:4]
-    np.testing.assert_allclose(conv.step(window).numpy(), full[:, 3].numpy(), atol=1e-5)
 
 
 def test_convs2s_overfits_multi30k_pairs_and_the_export_translates_them(multi30k_dir, tmp_path):

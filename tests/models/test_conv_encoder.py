@@ -1,5 +1,7 @@
-"""Convolutional sentence encoders into a GRU decoder, the GRU encoder-decoder baseline, and
-chunked translation of sources longer than the encoder's window."""
+"""Convolutional sentence encoders into a GRU decoder and the GRU encoder-decoder baseline
+(models conv_encoder, gru_encdec). Gated pooling alone: tests/layers/test_gated_pooling.py;
+chunking: tests/decoding/test_chunking.py; the training length limit:
+tests/training/test_source_length_limit.py."""
 
 import logging
 import pathlib
@@ -8,18 +10,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import _WORDS, multi30k_lines, run_cli
+from conftest import multi30k_lines, run_cli
 from contract import assert_incremental_equals_teacher_forcing, overfit_export_and_compare
-from tfnmt.data.vocab import EOS_ID, PAD_ID, Vocab, train_sentencepiece
+from tfnmt.data.vocab import EOS_ID, PAD_ID
 from tfnmt.decoding import chunking
-from tfnmt.decoding.options import DecodingOptions
-from tfnmt.decoding.translator import Translator, translate_sentences
-from tfnmt.errors import ConfigError, DataError
+from tfnmt.decoding.translator import translate_sentences
+from tfnmt.errors import ConfigError
 from tfnmt.exporters import tflite
-from tfnmt.layers.gated_pooling import GatedPooling
 from tfnmt.models import catalog
-from tfnmt.models.base import Seq2SeqModel
-from tfnmt.training.trainer import source_length_limit
 
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
 TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
@@ -136,31 +134,6 @@ def test_a_source_longer_than_the_window_is_refused_not_cut():
     model = conv_model("ngram")
     with pytest.raises(tf.errors.InvalidArgumentError, match="longer than --source_window=32"):
         model.encode(tf.constant([[5] * 40 + [3]]))
-
-
-def test_gated_pooling_is_a_learned_weighting_of_each_window():
-    rng = np.random.default_rng(0)
-    layer = GatedPooling((2,))
-    x = rng.normal(size=(2, 7, 3)).astype(np.float32)
-    out = layer(tf.constant(x)).numpy()
-    windows = x[:, :6].reshape(2, 3, 2, 3)
-    np.testing.assert_allclose(out, windows.mean(axis=2), atol=1e-6)  # initial: average pooling
-    scale, bias = rng.normal(size=3), rng.normal(size=(2, 3))
-    layer.scale.assign(scale.astype(np.float32))
-    layer.position_bias.assign(bias.astype(np.float32))
-    scores = windows * scale + bias
-    weights = np.exp(scores) / np.exp(scores).sum(axis=2, keepdims=True)
-    np.testing.assert_allclose(layer(tf.constant(x)).numpy(), (weights * windows).sum(axis=2),
-                               atol=1e-5)
-    layer.scale.assign(np.full(3, 1e5, np.float32))  # a steep gate is max pooling
-    layer.position_bias.assign(np.zeros((2, 3), np.float32))
-    np.testing.assert_allclose(layer(tf.constant(x)).numpy(), windows.max(axis=2), atol=1e-3)
-    # 2-D windows (small filters): 2x2 blocks of [B, H, W, C].
-    layer2 = GatedPooling((2, 2))
-    image = rng.normal(size=(1, 5, 4, 2)).astype(np.float32)
-    blocks = image[:, :4].reshape(1, 2, 2, 2, 2, 2).transpose(0, 1, 3, 2, 4, 5).reshape(1, 2, 2, 4, 2)
-    np.testing.assert_allclose(layer2(tf.constant(image)).numpy(), blocks.mean(axis=3), atol=1e-6)
-    assert GatedPooling.from_config(layer2.get_config()).pool_size == (2, 2)
 
 
 @pytest.mark.parametrize("kind", ["ngram_widths", "small_filters_gated"])
@@ -388,83 +361,6 @@ def test_bad_choices_are_config_errors():
         catalog.get("gru_encdec")(50, 60, dropout=1.0)
     with pytest.raises(ConfigError, match="no hyper-parameter source_window"):
         catalog.get("gru_encdec")(50, 60, source_window=32)
-
-
-def test_training_drops_sources_longer_than_the_window():
-    assert source_length_limit(conv_model("ngram"), 100) == 31
-    assert source_length_limit(conv_model("ngram", source_window=16), 10) == 10
-    assert source_length_limit(gru_model(), 100) == 100
-
-
-# --- long inputs ---------------------------------------------------------------------------------
-
-def test_chunks_are_balanced_eos_terminated_and_cover_the_source():
-    lengths = tf.constant([70, 5, 0, 31, 32])
-    source = np.zeros([5, 71], np.int32)
-    for row, n in enumerate(lengths.numpy()):
-        source[row, :n] = 100 * row + np.arange(4, 4 + n)
-        source[row, n] = EOS_ID
-    chunks, chunk_lengths, sentence = chunking.split(tf.constant(source), lengths, 32)
-    assert chunks.shape[1] == 32
-    assert chunk_lengths.numpy().tolist() == [24, 24, 22, 5, 0, 31, 16, 16]
-    assert sentence.numpy().tolist() == [0, 0, 0, 1, 2, 3, 4, 4]
-    for row, n in zip(chunks.numpy(), chunk_lengths.numpy()):
-        assert row[n] == EOS_ID and (row[n + 1:] == PAD_ID).all()
-    # Joining the chunks' tokens gives back every source exactly.
-    tokens = tf.where(tf.equal(chunks, EOS_ID), PAD_ID, chunks)
-    joined, scores = chunking.join(tokens, tf.ones([8]), sentence, 5)
-    for row, n in enumerate(lengths.numpy()):
-        assert joined[row].numpy()[:n].tolist() == source[row, :n].tolist()
-        assert (joined[row].numpy()[n:] == PAD_ID).all()
-    assert scores.numpy().tolist() == [3, 1, 1, 1, 2]
-
-
-class EchoModel(Seq2SeqModel):
-    """Translates a source into itself: proves that every chunk reaches the output, in order."""
-    source_window = 32
-
-    def encode(self, source, training=False):
-        tf.debugging.assert_less_equal(tf.shape(source)[1], self.source_window)
-        return {"source": source}
-
-    def initial_state(self, memory):
-        return {"position": tf.zeros([tf.shape(memory["source"])[0]], tf.int32)}
-
-    def step(self, ids, time, state, memory):
-        position = state["position"]
-        token = tf.gather(memory["source"], position, batch_dims=1)
-        logits = tf.one_hot(token, self.target_vocab_size, on_value=10.0, off_value=-10.0)
-        return logits, {"position": position + 1}
-
-
-@pytest.fixture(scope="module")
-def word_vocab(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("vocab") / "spm.model")
-    train_sentencepiece([" ".join(_WORDS)] * 20, path, 30, model_type="word")
-    return Vocab.from_file(path)
-
-
-def test_chunked_translation_of_a_70_token_source_covers_all_of_it(word_vocab):
-    rng = np.random.default_rng(0)
-    long = " ".join(rng.choice(_WORDS, 70))
-    sentences = [long, "the red cat", "", " ".join(rng.choice(_WORDS, 40))]
-    model = EchoModel(word_vocab.size, word_vocab.size)
-    translator = Translator(model, word_vocab, word_vocab, DecodingOptions(beam_size=2))
-    assert len(word_vocab.encode(long)) == 70
-    out = translator.translate(tf.constant(sentences))
-    assert [t.decode() for t in out["translations"].numpy()] == sentences
-    source, lengths = translator.tokenize(tf.constant(sentences[:2]))
-    chunks, _, sentence = chunking.split(source, lengths, 32)
-    assert sentence.numpy().tolist() == [0, 0, 0, 1]
-    assert translate_sentences(translator, sentences, batch_size=3) == sentences
-
-
-def test_long_input_error_refuses_instead_of_chunking(word_vocab):
-    model = EchoModel(word_vocab.size, word_vocab.size)
-    translator = Translator(model, word_vocab, word_vocab, DecodingOptions(beam_size=2, long_input="error"))
-    assert translate_sentences(translator, ["the red cat"], 4) == ["the red cat"]
-    with pytest.raises(DataError, match="longer than the source window of the model"):
-        translate_sentences(translator, ["the red cat", " ".join(["dog"] * 40)], 4)
 
 
 # --- training, export --------------------------------------------------------------------------

@@ -1,11 +1,14 @@
+"""DeepLAU and DeepGRU (paper 001): stacks, connections, initialisation, attention, and a
+Multi30k overfit. The LAU cell alone: tests/layers/test_lau.py."""
+
 import itertools
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from contract import assert_incremental_equals_teacher_forcing, overfit_export_and_compare
+from helpers.recurrent import numpy_gru, numpy_lau, random_weights
 from tfnmt.errors import ConfigError
 from tfnmt.layers.lau import LAUCell
 from tfnmt.models import catalog
@@ -16,83 +19,8 @@ TINY = dict(encoder_layers=3, decoder_layers=2, embed_dim=8, hidden_dim=12, atte
             dropout=0.0, output_dropout=0.0)
 
 
-def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def random_weights(cell, seed=0):
-    rng = np.random.default_rng(seed)
-    for w in cell.weights:
-        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
-
-
-def numpy_lau(cell, x, h):
-    """Eq. 6-8 on the cell's weights."""
-    Wx, Wh, b = (w.numpy() for w in (cell.input_kernel, cell.recurrent_kernel, cell.bias))
-    Wxr, Wxz, Wxg, Wxh, Wlin = np.split(Wx, 5, axis=1)
-    Whr, Whz, Whg, Whh = np.split(Wh, 4, axis=1)
-    br, bz, bg, bh = np.split(b, 4)
-    r = sigmoid(x @ Wxr + h @ Whr + br)
-    z = sigmoid(x @ Wxz + h @ Whz + bz)
-    g = sigmoid(x @ Wxg + h @ Whg + bg)
-    candidate = np.tanh((1 - r) * (x @ Wxh) + r * (h @ Whh) + bh)
-    return ((1 - z) * h + z * candidate) * (1 - g) + g * (x @ Wlin)
-
-
-def numpy_gru(cell, x, h):
-    """The paper's GRU, eq. 2-5, on a Keras GRUCell's weights (columns z, r, h). Keras's update
-    gate is the paper's 1 - z: z_paper = sigmoid(-(W_xz x + W_hz h + b_z))."""
-    (Wxz, Wxr, Wxh), (Whz, Whr, Whh) = (np.split(w.numpy(), 3, axis=1)
-                                        for w in (cell.kernel, cell.recurrent_kernel))
-    bz, br, bh = np.split(cell.bias.numpy(), 3)
-    z = sigmoid(-(x @ Wxz + h @ Whz + bz))
-    r = sigmoid(x @ Wxr + h @ Whr + br)
-    candidate = np.tanh(x @ Wxh + (r * h) @ Whh + bh)      # eq. 3: W_hh (r * h)
-    return (1 - z) * h + z * candidate                       # eq. 2
-
-
 def numpy_cell(cell, x, h):
     return numpy_lau(cell, x, h) if isinstance(cell, LAUCell) else numpy_gru(cell, x, h)
-
-
-def test_lau_cell_is_equation_6_to_8():
-    cell = LAUCell(4)
-    cell.build((None, 3))
-    random_weights(cell)
-    x = np.random.default_rng(1).normal(size=(2, 3)).astype(np.float32)
-    h = np.random.default_rng(2).normal(size=(2, 4)).astype(np.float32)
-    expected = numpy_lau(cell, x, h)
-    out, (state,) = cell(tf.constant(x), [tf.constant(h)])
-    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(state.numpy(), expected, rtol=1e-5, atol=1e-6)
-
-
-def test_with_the_linear_gate_open_the_state_is_the_linear_input_path():
-    cell = LAUCell(4)
-    cell.build((None, 3))
-    random_weights(cell)
-    bias = cell.bias.numpy()
-    bias[8:12] = 60.0  # g = sigmoid(... + 60) = 1 in float32
-    cell.bias.assign(bias)
-    x = np.random.default_rng(3).normal(size=(2, 3)).astype(np.float32)
-    h = np.random.default_rng(4).normal(size=(2, 4)).astype(np.float32)
-    out, _ = cell(tf.constant(x), [tf.constant(h)])
-    np.testing.assert_allclose(out.numpy(), x @ cell.input_kernel.numpy()[:, 16:], rtol=1e-6)
-
-
-def test_lau_cell_runs_in_keras_rnn_and_round_trips_its_config():
-    cell = LAUCell(5, name="lau")
-    rnn = keras.layers.RNN(cell, return_sequences=True)
-    x = tf.random.stateless_normal([2, 7, 3], seed=[0, 1])
-    out = rnn(x)
-    assert out.shape == (2, 7, 5)
-    # The RNN's last output equals stepping the cell by hand.
-    h = tf.zeros([2, 5])
-    for t in range(7):
-        h, _ = cell(x[:, t], [h])
-    np.testing.assert_allclose(out[:, -1].numpy(), h.numpy(), atol=1e-6)
-    clone = LAUCell.from_config(cell.get_config())
-    assert clone.units == 5 and clone.name == "lau"
 
 
 GRID = list(itertools.product(["deeplau", "deepgru"], ["none", "residual", "fast_forward"]))

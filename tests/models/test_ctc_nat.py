@@ -1,4 +1,7 @@
-import itertools
+"""The CTC non-autoregressive model (ctc_nat): its variants, labelling, loss and training, and a
+Multi30k slice exported. The state splitter alone: tests/layers/test_state_splitter.py; CTC
+search: tests/decoding/test_ctc.py; the CTC loss: tests/objectives/test_ctc_loss.py."""
+
 import json
 import os
 
@@ -8,13 +11,10 @@ import tensorflow as tf
 
 from conftest import events, multi30k_lines, run_cli, tiny_train_flags
 from contract import overfit_export_and_compare
-from tfnmt.decoding import ctc
 from tfnmt.errors import ConfigError
 from tfnmt.layers.attention import causal_mask, key_mask
-from tfnmt.layers.state_splitter import StateSplitter
 from tfnmt.layers.transformer_layers import TransformerDecoderLayer
 from tfnmt.models import catalog
-from tfnmt.objectives.losses import ctc_loss, ctc_min_frames
 
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
 TINY = dict(encoder_layers=2, decoder_layers=2, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0)
@@ -27,24 +27,6 @@ def make(variant="encoder_decoder_pos", **overrides):
     model = catalog.get("ctc_nat")(50, 60, **settings)
     model.build_with_dummy_batch()
     return model
-
-
-def test_state_splitter_is_equation_1_and_repeats_the_mask():
-    k, d = 3, 4
-    splitter = StateSplitter(k)
-    states = tf.random.stateless_normal([2, 5, d], seed=[1, 2])
-    mask = tf.constant([[True] * 5, [True, True, False, False, False]])
-    split, split_mask = splitter(states, mask)
-    assert split.shape == (2, k * 5, d) and split_mask.shape == (2, k * 5)
-    projected = states.numpy() @ splitter.projection.kernel.numpy() + splitter.projection.bias.numpy()
-    for c, b in itertools.product(range(5), range(k)):  # s_{ck+b} = (W h_c + b)[bd:(b+1)d]
-        np.testing.assert_allclose(split[:, c * k + b].numpy(), projected[:, c, b * d:(b + 1) * d],
-                                   rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(split_mask[1].numpy(), [True] * 6 + [False] * 9)
-    wide, _ = StateSplitter(2, width=7)(states, mask)
-    assert wide.shape == (2, 10, 7)
-    clone = StateSplitter.from_config(splitter.get_config())
-    assert clone.split_factor == k
 
 
 @pytest.mark.parametrize("variant", ["deep_encoder", "encoder_decoder", "encoder_decoder_pos"])
@@ -89,74 +71,6 @@ def test_positional_variant_tells_identical_split_states_apart():
         model = make(variant)
         logits = model.label(states, mask, model.encode(tf.constant([[5, 6, 3]]))).numpy()[0]
         assert (np.abs(logits - logits[0]).max() > 1e-4) == distinct, variant
-
-
-def test_greedy_decoding_merges_repeats_and_drops_blanks_on_hand_made_logits():
-    blank = 6
-    frames = [[4, 4, blank, 4, 5, 5, blank, 1], [5, blank, blank, 5, 4, 4, 4, 4]]
-    lengths = tf.constant([8, 3])  # row 2: its frames after the third are padding
-    log_probs = tf.nn.log_softmax(tf.one_hot(frames, 7) * 5.0 + tf.random.stateless_uniform(
-        [2, 8, 7], seed=[1, 1]))
-    ids, scores = ctc.greedy(log_probs, lengths, blank)
-    np.testing.assert_array_equal(ids.numpy(), [[4, 4, 5, 1], [5, 0, 0, 0]])
-    best = np.max(log_probs.numpy(), axis=-1)
-    np.testing.assert_allclose(scores.numpy(), [best[0].sum(), best[1, :3].sum()], rtol=1e-6)
-
-
-def test_greedy_decoding_equals_tensorflows_greedy_decoder_on_random_logits():
-    log_probs = tf.nn.log_softmax(3.0 * tf.random.stateless_normal([16, 30, 5], seed=[2, 3]))
-    lengths = tf.random.stateless_uniform([16], seed=[4, 5], minval=1, maxval=31, dtype=tf.int32)
-    ids, scores = ctc.greedy(log_probs, lengths, blank_id=4)
-    (reference,), negative = tf.nn.ctc_greedy_decoder(tf.transpose(log_probs, [1, 0, 2]), lengths,
-                                                      blank_index=4)
-    np.testing.assert_array_equal(ids.numpy(), tf.sparse.to_dense(reference).numpy())
-    np.testing.assert_allclose(scores.numpy(), -negative[:, 0].numpy(), rtol=1e-5)
-
-
-def test_beam_search_sums_alignments_where_greedy_takes_the_best_path():
-    # Two frames, p(a) = 0.4 and p(blank) = 0.6 each: the best path is blank blank (0.36), but
-    # "a" has the alignments aa, a-, -a (0.16 + 0.24 + 0.24 = 0.64).
-    probs = np.full([1, 2, 6], 1e-9, np.float32)
-    probs[..., 4], probs[..., 5] = 0.4, 0.6
-    log_probs = tf.constant(np.log(probs))
-    ids, score = ctc.greedy(log_probs, tf.constant([2]), blank_id=5)
-    assert ids.shape == (1, 0) and score.numpy()[0] == pytest.approx(np.log(0.36), rel=1e-4)
-    ids, score = ctc.beam(log_probs, tf.constant([2]), beam_size=3, blank_id=5, n_best=2)
-    np.testing.assert_array_equal(ids.numpy(), [[[4], [0]]])  # then the empty labelling
-    np.testing.assert_allclose(score.numpy()[0], np.log([0.64, 0.36]), rtol=1e-3)
-
-
-def brute_force_nll(log_probs, labels, blank):
-    """-log of the summed probability of every frame labelling that collapses to `labels`."""
-    frames, classes = log_probs.shape
-    total = 0.0
-    for path in itertools.product(range(classes), repeat=frames):
-        collapsed = [c for i, c in enumerate(path) if c != blank and (i == 0 or c != path[i - 1])]
-        if collapsed == list(labels):
-            total += np.exp(sum(log_probs[t, c] for t, c in enumerate(path)))
-    return -np.log(total)
-
-
-def test_ctc_loss_is_the_sum_over_alignments_and_impossible_pairs_are_masked_and_counted():
-    blank = 3
-    log_probs = tf.nn.log_softmax(tf.random.stateless_normal([4, 4, 4], seed=[6, 7]))
-    labels = tf.constant([[1, 2, 0], [2, 2, 0], [1, 2, 1], [2, 2, 2]])
-    lengths = tf.constant([4, 4, 3, 4])  # row 3 needs 3 frames, row 4 needs 5: no alignment
-    np.testing.assert_array_equal(ctc_min_frames(labels).numpy(), [2, 3, 3, 5])
-    logits = tf.Variable(log_probs)
-    with tf.GradientTape() as tape:
-        loss, tokens, dropped = ctc_loss(labels, logits, lengths, blank)
-    gradient = tape.gradient(loss, logits).numpy()
-    expected = [brute_force_nll(log_probs.numpy()[i, :lengths[i]],
-                                labels.numpy()[i][labels.numpy()[i] > 0], blank) for i in range(3)]
-    assert tokens.numpy() == 7 and dropped.numpy() == 1
-    assert loss.numpy() == pytest.approx(sum(expected) / 7, rel=1e-5)
-    assert np.all(np.isfinite(gradient)) and not gradient[3].any() and gradient[:3].any()
-    # Nothing fits: zero loss, zero gradient, every pair counted.
-    with tf.GradientTape() as tape:
-        loss, tokens, dropped = ctc_loss(labels, logits, tf.constant([1, 1, 1, 1]), blank)
-    assert loss.numpy() == 0 and tokens.numpy() == 0 and dropped.numpy() == 4
-    assert not tape.gradient(loss, logits).numpy().any()
 
 
 def test_model_loss_drops_the_eos_and_counts_impossible_pairs():

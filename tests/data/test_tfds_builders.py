@@ -21,12 +21,13 @@ import pytest
 import requests
 import tensorflow_datasets as tfds
 
+from conftest import REPO
 from tfnmt.data import iwslt14, local_copy, multi30k
 from tfnmt.data.iwslt14 import Iwslt14
 from tfnmt.data.multi30k import Multi30k
 from tfnmt.errors import DataError
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(REPO)
 # Kept before the autouse fixture replaces it, for the test of the probe itself.
 REAL_PROBE = local_copy.reachable
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from conftest import run_cli, run_cli_subprocess
+from conftest import REPO, run_cli, run_cli_subprocess
 
 
 def _error(capsys):
@@ -275,7 +275,7 @@ def test_other_libraries_info_and_known_warnings_are_detail():
         return logging.LogRecord("absl", level, path, 1, message, None, None)
     tfds = "/site-packages/tensorflow_datasets/core/reader.py"
     tf_checkpoint = "/site-packages/tensorflow/python/checkpoint/checkpoint.py"
-    ours = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tfnmt", "x.py")
+    ours = os.path.join(REPO, "tfnmt", "x.py")
     default, detailed = _Detail(0), _Detail(1)
     for hidden in (record(tfds, logging.INFO, "Constructing tf.data.Dataset multi30k"),
                    record(tfds, logging.WARNING, "Variant folder X has no dataset_info.json"),
