@@ -84,17 +84,8 @@ class LuongDecoder(Decoder):
         return attentional, new_state
 
     def decode(self, memory, target_in, training=False):
-        y = tf.transpose(self.dropout(self.embedding(target_in), training=training), [1, 0, 2])
-        steps = tf.shape(target_in)[1]
-
-        def body(t, state, outputs):
-            attentional, state = self._step(y[t], state, memory)
-            return t + 1, state, outputs.write(t, attentional)
-
-        outputs = tf.TensorArray(y.dtype, size=steps)
-        _, _, outputs = tf.while_loop(lambda t, *_: t < steps, body,
-                                      (tf.constant(0), self.initial_state(memory), outputs))
-        attentional = tf.transpose(outputs.stack(), [1, 0, 2])
+        attentional = self.run_steps(self.dropout(self.embedding(target_in), training=training),
+                                     memory)
         return self.output_projection(self.dropout(attentional, training=training))
 
     def latest_attention(self):

@@ -92,17 +92,7 @@ class RecurrentDecoder(Decoder):
         return x, new_state
 
     def decode(self, memory, target_in, training=False):
-        y = tf.transpose(self.dropout(self.embedding(target_in), training=training), [1, 0, 2])
-        steps = tf.shape(target_in)[1]
-
-        def body(t, state, outputs):
-            top, state = self._step(y[t], state, memory)
-            return t + 1, state, outputs.write(t, top)
-
-        outputs = tf.TensorArray(y.dtype, size=steps)
-        _, _, outputs = tf.while_loop(lambda t, *_: t < steps, body,
-                                      (tf.constant(0), self.initial_state(memory), outputs))
-        top = tf.transpose(outputs.stack(), [1, 0, 2])
+        top = self.run_steps(self.dropout(self.embedding(target_in), training=training), memory)
         return self.output_projection(self.output_dropout(top, training=training))
 
     # Alignments: the attention of the latest `step` (`decode` runs its steps in a loop whose

@@ -14,6 +14,8 @@ import dataclasses
 import keras
 import tensorflow as tf
 
+from tfnmt.registries import registrar
+
 
 class Part(keras.layers.Layer):
     """A group of layers that a model drives through the part's methods (`encode`, `decode`,
@@ -102,6 +104,23 @@ class Decoder(Part):
     def memory(self, encoded):
         raise NotImplementedError(f"{type(self).__name__} must implement memory()")
 
+    def run_steps(self, y, memory):
+        """Teacher forcing for a decoder whose every position reads the one before (input
+        feeding, the previous state in the attention query): y [B, T, E], the embedded targets,
+        through its `_step(y_t, state, memory) -> (features, state)` inside one tf.while_loop,
+        so that it cannot disagree with incremental decoding. Returns features [B, T, W]."""
+        y = tf.transpose(y, [1, 0, 2])
+        steps = tf.shape(y)[0]
+
+        def body(t, state, outputs):
+            features, state = self._step(y[t], state, memory)
+            return t + 1, state, outputs.write(t, features)
+
+        outputs = tf.TensorArray(y.dtype, size=steps)
+        _, _, outputs = tf.while_loop(lambda t, *_: t < steps, body,
+                                      (tf.constant(0), self.initial_state(memory), outputs))
+        return tf.transpose(outputs.stack(), [1, 0, 2])
+
     def decoding_memory(self, memory):
         """The memory its `step` reads (models/base.py; default: the memory as it is)."""
         return memory
@@ -110,22 +129,8 @@ class Decoder(Part):
 # --- the registries: `@register_encoder(NAME)` / `@register_decoder(NAME)` on the part's class,
 # one line; models/hybrid.py imports every module of tfnmt/encoders and tfnmt/decoders.
 ENCODERS, DECODERS = {}, {}
-
-
-def _registrar(registry, kind):
-    def register(name):
-        def decorator(cls):
-            if name in registry:
-                raise ValueError(f"{kind} {name!r} registered twice")
-            cls.part_name = name
-            registry[name] = cls
-            return cls
-        return decorator
-    return register
-
-
-register_encoder = _registrar(ENCODERS, "encoder")
-register_decoder = _registrar(DECODERS, "decoder")
+register_encoder = registrar(ENCODERS, "encoder", "part_name")
+register_decoder = registrar(DECODERS, "decoder", "part_name")
 
 
 def can_read(encoder, decoder):

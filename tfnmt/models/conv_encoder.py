@@ -34,26 +34,26 @@ from tfnmt.encoders.gru import GRUEncoder
 from tfnmt.models.base import EncoderDecoder
 from tfnmt.models.registry import register
 
-@register("conv_encoder")
-class ConvEncoderSeq2Seq(EncoderDecoder):
-    HPARAMS = {**ConvSentenceEncoderPart.HPARAMS, **ConditionalGRU.HPARAMS}
+class _SentenceEncoderDecoder(EncoderDecoder):
+    """`ENCODER`, a sentence encoder, into Cho et al.'s decoder."""
+    ENCODER = None
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
-        self.encoder = ConvSentenceEncoderPart(h, source_vocab_size, name="encoder", scope=self.name)
+        self.encoder = self.ENCODER(h, source_vocab_size, name="encoder", scope=self.name)
         self.decoder = ConditionalGRU(h, target_vocab_size, encoder=self.encoder, name="decoder",
                                       scope=self.name)
+
+
+@register("conv_encoder")
+class ConvEncoderSeq2Seq(_SentenceEncoderDecoder):
+    ENCODER = ConvSentenceEncoderPart
+    HPARAMS = {**ConvSentenceEncoderPart.HPARAMS, **ConditionalGRU.HPARAMS}
 
 
 @register("gru_encdec")
-class GRUEncoderDecoder(EncoderDecoder):
+class GRUEncoderDecoder(_SentenceEncoderDecoder):
     """Cho et al. 2014: a GRU encoder whose last state is c, and the same decoder."""
+    ENCODER = GRUEncoder
     HPARAMS = {**GRUEncoder.HPARAMS, **ConditionalGRU.HPARAMS}
-
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
-        super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
-        h = self.hparams
-        self.encoder = GRUEncoder(h, source_vocab_size, name="encoder", scope=self.name)
-        self.decoder = ConditionalGRU(h, target_vocab_size, encoder=self.encoder, name="decoder",
-                                      scope=self.name)

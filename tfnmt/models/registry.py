@@ -4,17 +4,10 @@ A leaf: it imports no model. `tfnmt/models/catalog.py` imports every family (whi
 them) and answers `--model NAME`.
 """
 
+from tfnmt.registries import registrar
+
 _MODELS = {}
-
-
-def register(name):
-    def decorator(cls):
-        if name in _MODELS:
-            raise ValueError(f"model {name!r} registered twice")
-        cls.registry_name = name
-        _MODELS[name] = cls
-        return cls
-    return decorator
+register = registrar(_MODELS, "model", "registry_name")
 
 
 def registered():
