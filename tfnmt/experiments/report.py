@@ -14,17 +14,42 @@ their p-values against the baseline's averaged models; a complete run whose aver
 yet is left out of those.
 """
 
+import contextlib
 import glob
 import os
 
 import numpy as np
 import sacrebleu
+from sacrebleu import significance as sacrebleu_significance
 from sacrebleu.significance import PairedTest
 
 from tfnmt.evaluation import bleu
 from tfnmt.experiments import plots, runs as runs_lib
 
 TESTS = {"bootstrap": "bs", "randomization": "ar"}
+# What report.md says of the tests (and `_ties_count_as_extreme` does).
+NULL_HYPOTHESIS = ("the system and the baseline are equally good: their difference in score on "
+                   "this test set is what chance alone gives")
+TIES = ("a p-value counts the resamples whose difference is at least as large as the real one "
+        "(ties included; Noreen 1989, Riezler and Maxwell 2005), plus one, over the resamples "
+        "plus one: two identical outputs get p = 1")
+
+
+@contextlib.contextmanager
+def _ties_count_as_extreme():
+    """sacreBLEU (after multeval) counts the resampled differences strictly greater than the
+    real one: with identical outputs every resample ties with the real difference of 0 and
+    p = 1/(n+1), "significant". A permutation or bootstrap test counts those at least as
+    extreme, so sacreBLEU's p-value function is swapped for that one while the tests run
+    (sacreBLEU is pinned in setup.py; the identical-systems test fails if its internals
+    change)."""
+    strict = sacrebleu_significance._compute_p_value
+    sacrebleu_significance._compute_p_value = lambda stats, real: (
+        (np.sum(stats >= real).item() + 1) / (len(stats) + 1))
+    try:
+        yield
+    finally:
+        sacrebleu_significance._compute_p_value = strict
 
 
 def read_scalars(directory):
@@ -93,7 +118,8 @@ def _pvalues(named, references, target_lang, tokenize):
     for test, kind in TESTS.items():
         metrics = {"BLEU": bleu.metric(target_lang=target_lang, tokenize=tokenize),
                    "chrF": sacrebleu.metrics.CHRF()}
-        _, scores = PairedTest(named, metrics, [references], test_type=kind)()
+        with _ties_count_as_extreme():
+            _, scores = PairedTest(named, metrics, [references], test_type=kind)()
         out[test] = {("bleu" if name.lower().startswith("bleu") else "chrf"): results[1].p_value
                      for name, results in scores.items() if name != "System"}
     return out
@@ -102,17 +128,19 @@ def _pvalues(named, references, target_lang, tokenize):
 def significance(root, split, baseline, system, seeds, target_lang, tokenize):
     """Per seed and pooled over the seeds both systems completed."""
     references = runs_lib.read_lines(runs_lib.data_path(root, split, "ref"))
-    per_seed, pooled_base, pooled_system = {}, [], []
+    per_seed, pooled_base, pooled_system, identical = {}, [], [], []
     for seed in seeds:
         base = runs_lib.read_lines(runs_lib.hypotheses_path(baseline[seed], split))
         hyps = runs_lib.read_lines(runs_lib.hypotheses_path(system[seed], split))
+        if base == hyps:  # p = 1 then says "the same translations", not a finding
+            identical.append(seed)
         per_seed[str(seed)] = _pvalues([("baseline", base), ("system", hyps)], references,
                                        target_lang, tokenize)
         pooled_base += base
         pooled_system += hyps
     pooled = _pvalues([("baseline", pooled_base), ("system", pooled_system)],
                       references * len(seeds), target_lang, tokenize) if seeds else None
-    return {"pooled": pooled, "per_seed": per_seed}
+    return {"pooled": pooled, "per_seed": per_seed, "identical_outputs": identical}
 
 
 def _mean_std(values):
