@@ -56,14 +56,14 @@ def test_every_encoder_gives_the_widths_it_declares_and_masks_padding(name):
     summary = summary_of(encoded)
     assert summary.shape == (2, model.encoder.summary_width)
     if ENCODERS[name].GIVES_SEQUENCE:
-        assert encoded.outputs.shape[-1] == model.encoder.output_width == model.encoder.summary_width
+        assert encoded.width == model.encoder.output_width == model.encoder.summary_width
         np.testing.assert_array_equal(encoded.mask.numpy(), SOURCE.numpy() != PAD_ID)
         # The summary of a sequence is the mean over its real tokens.
         keep = (SOURCE.numpy() != PAD_ID)[:, :, None]
         expected = (encoded.outputs.numpy() * keep).sum(1) / keep.sum(1)
         np.testing.assert_allclose(summary.numpy(), expected, rtol=1e-5, atol=1e-6)
     else:
-        assert encoded.outputs is None and model.encoder.output_width is None
+        assert encoded.outputs is None and encoded.width is model.encoder.output_width is None
 
 
 @pytest.mark.parametrize("name", CONTRACT)

@@ -53,6 +53,11 @@ class EncoderOutput:
     summary: tf.Tensor = None
     extras: dict = dataclasses.field(default_factory=dict)
 
+    @property
+    def width(self):
+        """W, the outputs' width (the encoder's `output_width`); None for a sentence encoder."""
+        return None if self.outputs is None else self.outputs.shape[-1]
+
 
 def summary_of(encoded):
     """The sentence as one vector [B, W']: the encoder's own summary, or the mean of its
