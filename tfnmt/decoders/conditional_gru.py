@@ -13,7 +13,8 @@ p(y_t) = softmax(G_l G_r o_t), where G_r maps o_t to `embed_dim` and G_l to the 
 
 import keras
 
-from tfnmt.layers.conditional_gru_decoder import HPARAMS, ConditionalGRUDecoder
+from tfnmt.layers.conditional_gru_decoder import ConditionalGRUDecoder
+from tfnmt.layers.fixed_encoding import HPARAMS
 from tfnmt.layers.hparams import HParam
 from tfnmt.layers.part import Part
 
