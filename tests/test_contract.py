@@ -19,7 +19,7 @@ from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
 from tfnmt.exporters import saved_model, tflite
 from tfnmt.models import catalog
-from tfnmt.decoding.memory import split_shared, with_shared
+from tfnmt.decoding.shared import split_shared, with_shared
 from tfnmt.training import checkpoints
 from tfnmt.training.checkpoints import Checkpoints, trackables
 from tfnmt.training.optimizers import make_optimizer

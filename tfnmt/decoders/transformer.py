@@ -13,7 +13,7 @@ projection reuses the target embedding matrix with `tie_output`.
 import keras
 import tensorflow as tf
 
-from tfnmt.decoding.memory import SHARED
+from tfnmt.decoding.shared import SHARED
 from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.part import Part
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from tfnmt.decoding.memory import split_shared, with_shared
+from tfnmt.decoding.shared import split_shared, with_shared
 from tfnmt.errors import ConfigError
 
 NEG_INF = -1e9

@@ -16,7 +16,7 @@ axis 0 at every step, so what never differs between the hypotheses of one senten
 keys of the source, say) belongs in the memory, not in the state. Everything in both must have
 the batch as its first dimension: the rows of a sentence whose result is final leave both, so
 `step` may get fewer rows than the step before. The one exception is `memory["shared"]`
-(`SHARED`, decoding/memory.py): what is the same for every sentence (the transposed output
+(`SHARED`, decoding/shared.py): what is the same for every sentence (the transposed output
 matrix), which the searches neither tile nor gather. Auxiliary losses (e.g. a diversity term)
 are added with `self.add_loss` inside `call` and summed into the training loss.
 
