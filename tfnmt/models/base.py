@@ -20,8 +20,8 @@ the batch as its first dimension: the rows of a sentence whose result is final l
 matrix), which the searches neither tile nor gather. Auxiliary losses (e.g. a diversity term)
 are added with `self.add_loss` inside `call` and summed into the training loss.
 
-A model is decoded by the strategies of its `strategy_family` (decoding/strategies.py). A CTC
-model (`autoregressive = False`, `strategy_family = "ctc"`) implements, instead of
+A model is decoded by the searches of its `search_family` (decoding/searches.py). A CTC
+model (`autoregressive = False`, `search_family = "ctc"`) implements, instead of
 `initial_state`/`step`,
 
     label_log_probs(memory) -> (log_probs [B, L, C], lengths [B])   every position's labels
@@ -53,8 +53,8 @@ class Seq2SeqModel(keras.Model):
     registry_name = None
     # Non-autoregressive models (CTC) set this False.
     autoregressive = True
-    # Which decoding strategies apply (decoding/strategies.py FAMILIES).
-    strategy_family = "autoregressive"
+    # Which searches decode it (decoding/searches.py FAMILIES).
+    search_family = "autoregressive"
     # A model whose encoder reads at most this many source tokens (eos included) sets it; the
     # translator then splits longer sources into chunks (or refuses them, --long_input=error)
     # and the trainer drops longer training pairs. None = any length.
