@@ -14,6 +14,7 @@ from tfnmt.layers.multi_layer_attention import MultiLayerEncoderLayer
 from tfnmt.models import catalog
 from tfnmt.models import deep_transformer
 from tfnmt.training import checkpoints
+from tfnmt.training.step import training_loss
 from tfnmt.objectives.diversity import adjacent_layer_distances, layer_diversity
 
 SMALL = dict(encoder_layers=3, decoder_layers=4, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0)
@@ -302,7 +303,7 @@ def test_model_adds_minus_lambda_times_the_diversity_of_both_stacks_in_training(
     labels = tf.concat([TARGET_IN[:, 1:], tf.constant([[3], [0]])], 1)
     model._reports.clear()
     logits = model(inputs, training=True)
-    objective = model.compute_loss(y=labels, y_pred=logits)
+    objective, _ = training_loss(model, labels, logits)
     nll, _ = model.translation_loss(labels, logits)
     np.testing.assert_allclose(objective.numpy(), nll.numpy() - 0.5 * expected.numpy(), rtol=1e-5)
     np.testing.assert_allclose(model._reports["diversity"].numpy(), expected.numpy(), rtol=1e-5)

@@ -1,6 +1,6 @@
 """`tfnmt train`: one trainer for every registered model, built on Keras `fit`.
 
-The model's `train_step` (models/base.py) records the data position of each batch and takes one
+The training step (training/step.py) records the data position of each batch and takes one
 optimizer step per element of the stream (one batch, or --accumulate_steps batches); the
 schedule callback saves checkpoints, validates (every --validate_every steps, or at each epoch's
 end) and stops by absolute optimizer step. Restarting on an existing model directory restores the
@@ -22,7 +22,7 @@ from tfnmt.evaluation import bleu
 from tfnmt.models import catalog
 from tfnmt.data.vocab import vocab_paths
 from tfnmt.errors import CheckpointError, ConfigError, DataError
-from tfnmt.training import callbacks, distribution
+from tfnmt.training import callbacks, distribution, step as training_step
 from tfnmt.training.checkpoints import Checkpoints, resolve_init_from, trackables, warm_start
 from tfnmt.training.optimizers import make_optimizer
 
@@ -81,7 +81,7 @@ def compiled_model(config, options):
     optimizer = make_optimizer(options.optimizer, options.learning_rate,
                                warmup_steps=options.warmup_steps, beta_2=options.adam_beta2,
                                momentum=options.momentum, clip_norm=options.clip_norm)
-    model.compile(optimizer=optimizer, jit_compile=options.jit_compile)
+    training_step.compile(model, optimizer, jit_compile=options.jit_compile)
     model.optimizer.build(model.trainable_variables)
     return model
 
