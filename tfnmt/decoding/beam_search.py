@@ -43,10 +43,11 @@ def repeated_ngram_tokens(ids, n, vocab):
     --no-repeat-ngram-size: a hypothesis never repeats an n-gram)."""
     t = tf.shape(ids)[1]
     starts = tf.range(tf.maximum(t - n + 1, 0))  # every earlier n-gram, by its first position
-    windows = tf.gather(ids, starts[:, None] + tf.range(n - 1)[None], axis=1)  # [N, J, n-1]
+    # Each earlier n-gram's first n-1 tokens, [N, J, n-1].
+    prefixes = tf.gather(ids, starts[:, None] + tf.range(n - 1)[None], axis=1)
     # The last n-1 tokens; padded on the left so that a short prefix still has n-1 columns.
     tail = tf.pad(ids, [[0, 0], [n - 1, 0]], constant_values=-1)[:, t:]
-    match = tf.reduce_all(tf.equal(windows, tail[:, None]), axis=-1)  # [N, J]
+    match = tf.reduce_all(tf.equal(prefixes, tail[:, None]), axis=-1)  # [N, J]
     following = tf.gather(ids, starts + n - 1, axis=1)  # [N, J]
     rows = tf.broadcast_to(tf.range(tf.shape(ids)[0])[:, None], tf.shape(following))
     hits = tf.scatter_nd(tf.stack([rows, following], axis=-1), tf.cast(match, tf.int32),
