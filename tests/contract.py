@@ -160,14 +160,14 @@ def decode_within_the_limit_and_compare_exports(source_vocab, target_vocab, mode
             else:  # a CTC model labels k states per source position, at most
                 assert produced.max() <= model.hparams["split_factor"] * source.shape[1], (name, ids)
             path = saved_model.export(translator, str(tmp_path), name.replace(":", "-").replace("+", "-"), 1)
-            variants = translator.strategy.variants()
+            variants = translator.searcher.variants()
             try:
                 fresh.stdin.write(json.dumps([path, list(variants)]) + "\n")
                 fresh.stdin.flush()
             except BrokenPipeError:  # it died: its stderr, below, says why
                 pass
-            for signature, strategy in variants.items():
-                result = translator._translate(tf.constant(SENTENCES), strategy)
+            for signature, searcher in variants.items():
+                result = translator._translate(tf.constant(SENTENCES), searcher)
                 expected[f"{path}:{signature}"] = [[t.decode() for t in result["translations"].numpy()],
                                                    result["scores"].numpy().tolist()]
         try:

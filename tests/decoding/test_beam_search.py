@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from tfnmt.decoding.beam_search import beam_search, length_penalty, max_lengths, wide_top_k
-from tfnmt.decoding import strategies
+from tfnmt.decoding import searches
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.sampling import sampler, search
 from tfnmt.errors import ConfigError
@@ -245,17 +245,17 @@ def test_sampling_is_reproducible_by_seed_and_varies_across_seeds():
         assert len(tokens) < 10 and BOS_ID not in tokens
 
 
-def test_the_models_family_and_the_options_pick_the_strategy():
+def test_the_models_family_and_the_options_pick_the_search():
     class Autoregressive:
-        strategy_family = "autoregressive"
+        search_family = "autoregressive"
 
     class CTC:
-        strategy_family = "ctc"
-    pick = lambda model, **kw: type(strategies.for_model(model, DecodingOptions(**kw)))
-    assert pick(Autoregressive()) is strategies.BeamSearch
-    assert pick(Autoregressive(), beam_size=1) is strategies.Greedy
-    assert pick(Autoregressive(), sampling=True) is strategies.Sampling
-    assert pick(CTC(), beam_size=1) is pick(CTC()) is strategies.CTCSearch
+        search_family = "ctc"
+    pick = lambda model, **kw: type(searches.for_model(model, DecodingOptions(**kw)))
+    assert pick(Autoregressive()) is searches.BeamSearch
+    assert pick(Autoregressive(), beam_size=1) is searches.Greedy
+    assert pick(Autoregressive(), sampling=True) is searches.Sampling
+    assert pick(CTC(), beam_size=1) is pick(CTC()) is searches.CTCSearch
     for refused in (dict(sampling=True), dict(no_repeat_ngram_size=2)):
         with pytest.raises(ConfigError, match="not for a CTC model"):
             pick(CTC(), **refused)

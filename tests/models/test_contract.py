@@ -19,8 +19,8 @@ from tfnmt.errors import ConfigError
 from tfnmt.exporters import tflite
 from tfnmt.layers.part import DECODERS, ENCODERS, summary_of
 from tfnmt.models import catalog
-from tfnmt.decoding.memory import split_shared, with_shared
-from tfnmt.training import checkpoints
+from tfnmt.decoding.shared import split_shared, with_shared
+from tfnmt.training import checkpoints, step
 from tfnmt.training.checkpoints import Checkpoints, trackables
 from tfnmt.training.optimizers import make_optimizer
 
@@ -89,8 +89,8 @@ def _compiled(name):
     model = tiny_model(name)
     # As the trainer does: under mixed_float16 Keras wraps it in a LossScaleOptimizer.
     # Eagerly: tracing a train step per model and policy would cost most of this test's time.
-    model.compile(optimizer=make_optimizer("adam", 1e-3, warmup_steps=0, clip_norm=1.0),
-                  run_eagerly=True)
+    step.compile(model, make_optimizer("adam", 1e-3, warmup_steps=0, clip_norm=1.0),
+                 run_eagerly=True)
     model.optimizer.build(model.trainable_variables)
     return model
 

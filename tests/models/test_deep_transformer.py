@@ -139,7 +139,7 @@ def test_model_adds_minus_lambda_times_the_diversity_of_both_stacks_in_training(
     labels = tf.concat([TARGET_IN[:, 1:], tf.constant([[3], [0]])], 1)
     model._reports.clear()
     logits = model(inputs, training=True)
-    objective = model.compute_loss(y=labels, y_pred=logits)
+    objective, _ = training_loss(model, labels, logits)
     nll, _ = model.translation_loss(labels, logits)
     np.testing.assert_allclose(objective.numpy(), nll.numpy() - 0.5 * expected.numpy(), rtol=1e-5)
     np.testing.assert_allclose(model._reports["diversity"].numpy(), expected.numpy(), rtol=1e-5)

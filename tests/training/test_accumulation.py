@@ -9,7 +9,7 @@ import tensorflow as tf
 from conftest import events, run_cli, tiny_train_flags
 from tfnmt.data.vocab import BOS_ID, EOS_ID
 from tfnmt.models import catalog
-from tfnmt.training import checkpoints
+from tfnmt.training import checkpoints, step
 
 VOCAB = 30
 
@@ -42,7 +42,7 @@ def _update_after_one_fit_step(element):
                                         decoder_layers=1, d_model=16, ffn_dim=32, num_heads=2,
                                         dropout=0.0)
     model.build_with_dummy_batch()
-    model.compile(optimizer=keras.optimizers.SGD(1.0))
+    step.compile(model, keras.optimizers.SGD(1.0))
     before = [w.numpy().copy() for w in model.trainable_weights]
     model.train_step(element)
     assert int(model.optimizer.iterations.numpy()) == 1  # one optimizer step, however many batches
@@ -72,6 +72,21 @@ def _batch_padded(batch, width):
     pad = lambda t, w: tf.pad(t, [[0, 0], [0, w - t.shape[1]]])
     return ({"source": pad(features["source"], width), "target_in": pad(features["target_in"], width + 1)},
             pad(labels, width + 1))
+
+
+def test_a_model_compiled_by_keras_alone_refuses_to_train_and_names_the_step_to_compile_with():
+    # The training step is tfnmt.training.step's; Keras' own would train nothing sensible.
+    model = catalog.get("transformer")(VOCAB, VOCAB, encoder_layers=1, decoder_layers=1,
+                                        d_model=16, ffn_dim=32, num_heads=2)
+    model.build_with_dummy_batch()
+    model.compile(optimizer=keras.optimizers.SGD(1.0), run_eagerly=True)
+    batches = tf.data.Dataset.from_tensors(_batch(np.random.default_rng(0), [2, 3], width=3))
+    for run in (model.fit, model.evaluate):
+        with pytest.raises(NotImplementedError, match=r"tfnmt\.training\.step\.compile"):
+            run(batches, verbose=0)
+    step.compile(model, keras.optimizers.SGD(1.0), run_eagerly=True)
+    assert np.isfinite(model.fit(batches, verbose=0, shuffle=False).history["loss"][0])
+    assert np.isfinite(model.evaluate(batches, verbose=0))
 
 
 def test_accumulated_steps_count_once_per_n_batches_and_resume_after_the_last_batch(corpus, tmp_path):

@@ -131,7 +131,7 @@ def mark_last():
 
 def group(n):
     """Every n consecutive batches as one element, a tuple of n (features, labels), for one
-    optimizer step over all of them (gradient accumulation; Seq2SeqModel.train_step). Each
+    optimizer step over all of them (gradient accumulation; training/step.py). Each
     batch keeps its own shape. n = 1 leaves the batches as they are."""
     if n == 1:
         return lambda dataset: dataset

@@ -14,7 +14,8 @@ encoders/gru.py; behind a sequence encoder, the mean of its outputs: layers/part
 
 import keras
 
-from tfnmt.layers.conditional_gru_decoder import HPARAMS, ConditionalGRUDecoder
+from tfnmt.layers.conditional_gru_decoder import ConditionalGRUDecoder
+from tfnmt.layers.fixed_encoding import HPARAMS
 from tfnmt.layers.hparams import HParam
 from tfnmt.layers.part import Decoder, register_decoder, summary_of
 

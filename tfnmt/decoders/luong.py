@@ -21,8 +21,7 @@ embeddings and to h~ outside the loop.
 import keras
 import tensorflow as tf
 
-from tfnmt.layers.attention import masked_logits
-from tfnmt.layers.dense_attention import record_weights
+from tfnmt.layers.attention import masked_logits, record_weights
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.part import Decoder, register_decoder
 

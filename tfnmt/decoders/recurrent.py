@@ -18,8 +18,7 @@ disagree.
 import keras
 import tensorflow as tf
 
-from tfnmt.layers.attention import masked_logits
-from tfnmt.layers.dense_attention import record_weights
+from tfnmt.layers.attention import masked_logits, record_weights
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.lau import HPARAMS, connect, initializers, recurrent_cell, stacked_width
 from tfnmt.layers.part import Decoder, register_decoder, summary_of

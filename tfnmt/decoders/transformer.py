@@ -14,7 +14,7 @@ The output projection reuses the target embedding matrix with `tie_output`.
 import keras
 import tensorflow as tf
 
-from tfnmt.decoding.memory import SHARED
+from tfnmt.decoding.shared import SHARED
 from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.part import Decoder, register_decoder
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam

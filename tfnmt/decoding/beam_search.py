@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from tfnmt.decoding.memory import split_shared, with_shared
+from tfnmt.decoding.shared import split_shared, with_shared
 from tfnmt.errors import ConfigError
 
 NEG_INF = -1e9
@@ -43,10 +43,11 @@ def repeated_ngram_tokens(ids, n, vocab):
     --no-repeat-ngram-size: a hypothesis never repeats an n-gram)."""
     t = tf.shape(ids)[1]
     starts = tf.range(tf.maximum(t - n + 1, 0))  # every earlier n-gram, by its first position
-    windows = tf.gather(ids, starts[:, None] + tf.range(n - 1)[None], axis=1)  # [N, J, n-1]
+    # Each earlier n-gram's first n-1 tokens, [N, J, n-1].
+    prefixes = tf.gather(ids, starts[:, None] + tf.range(n - 1)[None], axis=1)
     # The last n-1 tokens; padded on the left so that a short prefix still has n-1 columns.
     tail = tf.pad(ids, [[0, 0], [n - 1, 0]], constant_values=-1)[:, t:]
-    match = tf.reduce_all(tf.equal(windows, tail[:, None]), axis=-1)  # [N, J]
+    match = tf.reduce_all(tf.equal(prefixes, tail[:, None]), axis=-1)  # [N, J]
     following = tf.gather(ids, starts + n - 1, axis=1)  # [N, J]
     rows = tf.broadcast_to(tf.range(tf.shape(ids)[0])[:, None], tf.shape(following))
     hits = tf.scatter_nd(tf.stack([rows, following], axis=-1), tf.cast(match, tf.int32),
@@ -111,7 +112,7 @@ class BeamState(NamedTuple):
     """What the loop carries: B sentences, of which A are still searched (`active`), K beams,
     t tokens so far. A sentence leaves the active set as soon as its result is final, so the
     model only runs on the sentences still being decoded. A new loop variable is a new field
-    here and its start value in `beam_search`."""
+    here and its start value in `_Beam.start`."""
     time: Any             # int32 []
     active: Any           # int32 [A], the sentences still searched, ascending
     alive_scores: Any     # float32 [A, K], log-probabilities
@@ -123,6 +124,158 @@ class BeamState(NamedTuple):
     # With alignments, each hypothesis's attention rows, float32 [A or B, K, t, S]; else ().
     alive_attention: Any = ()
     finished_attention: Any = ()
+
+
+class _Beam:
+    """One `beam_search` call: its settings, and the pieces of its loop's step."""
+
+    def __init__(self, model, max_length, shared, beam_size, alpha, penalty_mode, n_best,
+                 no_repeat_ngram_size, alignments):
+        self.model, self.max_length, self.shared = model, max_length, shared
+        self.K, self.alpha, self.penalty_mode, self.n_best = beam_size, alpha, penalty_mode, n_best
+        self.no_repeat_ngram_size, self.alignments = no_repeat_ngram_size, alignments
+        self.max_steps = tf.reduce_max(max_length)
+
+    def penalty(self, length):
+        return length_penalty(length, self.alpha, self.penalty_mode)
+
+    def start(self, memory):
+        """(the loop's first BeamState, its shape invariants) for `memory` (K rows a sentence)."""
+        K, batch = self.K, tf.shape(self.max_length)[0]
+        start = BeamState(
+            time=tf.constant(0),
+            active=tf.range(batch),
+            # Only the first beam is alive at the start, so the K beams do not all expand the
+            # same prefix.
+            alive_scores=tf.tile(tf.concat([[0.0], tf.fill([K - 1], NEG_INF)], 0)[None], [batch, 1]),
+            alive_ids=tf.zeros([batch, K, 0], tf.int32),
+            finished_scores=tf.fill([batch, K], NEG_INF),
+            finished_ids=tf.zeros([batch, K, 0], tf.int32),
+            model_state=self.model.initial_state(with_shared(memory, self.shared)),
+            memory=memory)
+        ids_shape = tf.TensorShape([None, K, None])
+        invariants = tf.nest.map_structure(loop_invariant, start)._replace(
+            alive_ids=ids_shape, finished_ids=ids_shape)
+        if self.alignments:
+            if not self.model.attends:
+                raise ConfigError(self.model.cannot_align())
+            source_length = tf.shape(memory["mask"])[1]
+            empty = tf.zeros([batch, K, 0, source_length])
+            start = start._replace(alive_attention=empty, finished_attention=empty)
+            attention_shape = tf.TensorShape([None, K, None, None])
+            invariants = invariants._replace(alive_attention=attention_shape,
+                                             finished_attention=attention_shape)
+        return start, invariants
+
+    def cond(self, s):
+        return tf.logical_and(s.time < self.max_steps, tf.size(s.active) > 0)
+
+    def body(self, s):
+        limits = tf.gather(self.max_length, s.active)  # [A]
+        top_scores, top_ids, token, beam_index, state, attention = self.candidates(s, limits)
+        is_eos = tf.equal(token, EOS_ID)
+        alive_scores, origin, alive_ids, alive_attention = self.alive(
+            top_scores, top_ids, is_eos, beam_index, attention)
+        finished_scores, finished = self.finished(s, top_scores, top_ids, is_eos, attention)
+        is_done = self.done(alive_scores, finished_scores, limits)
+        (active_after, alive_scores, alive_ids, alive_attention, state,
+         memory_after) = self.survivors(s, is_done, origin, alive_scores, alive_ids,
+                                        alive_attention, state)
+        return (BeamState(
+            time=s.time + 1, active=active_after, alive_scores=alive_scores, alive_ids=alive_ids,
+            model_state=state, memory=memory_after, alive_attention=alive_attention,
+            **finished),)
+
+    def candidates(self, s, limits):
+        """The 2K best one-token extensions of each active sentence's K hypotheses: their
+        scores [A, 2K], ids [A, 2K, t+1], new token and the beam each extends [A, 2K], the
+        model's new state (A * K rows) and, with alignments, their attention [A, 2K, t+1, S]."""
+        K, active = self.K, tf.shape(s.active)[0]
+        log_probs, state = next_log_probs(self.model, tf.reshape(s.alive_ids, [active * K, -1]),
+                                          s.time, s.model_state, with_shared(s.memory, self.shared),
+                                          tf.repeat(limits, K), self.no_repeat_ngram_size)
+        vocab = tf.shape(log_probs)[1]
+        candidates = tf.reshape(s.alive_scores, [-1, 1]) + log_probs
+        candidates = tf.reshape(candidates, [active, K * vocab])
+        top_scores, top_index = wide_top_k(candidates, 2 * K)
+        beam_index, token = top_index // vocab, top_index % vocab
+        top_ids = tf.concat([tf.gather(s.alive_ids, beam_index, batch_dims=1), token[:, :, None]], 2)
+        attention = ()
+        if self.alignments:
+            rows = tf.reshape(tf.cast(self.model.latest_attention()[:, -1], tf.float32),
+                              [active, K, 1, -1])  # [A, K, 1, S]
+            attention = tf.gather(tf.concat([s.alive_attention, rows], axis=2), beam_index,
+                                  batch_dims=1)  # [A, 2K, t+1, S], as top_ids
+        return top_scores, top_ids, token, beam_index, state, attention
+
+    def alive(self, top_scores, top_ids, is_eos, beam_index, attention):
+        """The best K candidates that did not end: their scores, the beam each came from,
+        their ids and attention."""
+        alive_candidate_scores = tf.where(is_eos, NEG_INF, top_scores)
+        alive_scores, keep = tf.math.top_k(alive_candidate_scores, k=self.K)
+        origin = tf.gather(beam_index, keep, batch_dims=1)  # [A, K], the beam each came from
+        alive_ids = tf.gather(top_ids, keep, batch_dims=1)
+        alive_attention = tf.gather(attention, keep, batch_dims=1) if self.alignments else ()
+        return alive_scores, origin, alive_ids, alive_attention
+
+    def finished(self, s, top_scores, top_ids, is_eos, attention):
+        """The old finished set merged with the candidates that just ended, the best K kept:
+        (the active sentences' finished scores [A, K], the BeamState fields of every
+        sentence's). Only the active sentences' rows change."""
+        penalised = top_scores / self.penalty(s.time + 1)
+        ended_scores = tf.where(tf.logical_and(is_eos, top_scores > NEG_INF / 2), penalised, NEG_INF)
+        padded_finished = tf.pad(s.finished_ids, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID)
+        all_ids = tf.concat([tf.gather(padded_finished, s.active), top_ids], axis=1)
+        all_scores = tf.concat([tf.gather(s.finished_scores, s.active), ended_scores], axis=1)
+        finished_scores, best = tf.math.top_k(all_scores, k=self.K)
+        where = s.active[:, None]
+        finished = dict(
+            finished_scores=tf.tensor_scatter_nd_update(s.finished_scores, where, finished_scores),
+            finished_ids=tf.tensor_scatter_nd_update(
+                padded_finished, where, tf.gather(all_ids, best, batch_dims=1)))
+        if self.alignments:
+            frozen = tf.pad(s.finished_attention, [[0, 0], [0, 0], [0, 1], [0, 0]])
+            finished["finished_attention"] = tf.tensor_scatter_nd_update(
+                frozen, where, tf.gather(tf.concat([tf.gather(frozen, s.active), attention],
+                                                   axis=1), best, batch_dims=1))
+        return finished_scores, finished
+
+    def done(self, alive_scores, finished_scores, limits):
+        """bool [A]: no alive hypothesis can beat the sentence's n_best-th finished one. Only
+        the n_best best finished are returned, and extending a hypothesis never raises its
+        log-probability, so its score is at most that over the largest length penalty."""
+        best_possible = alive_scores[:, 0] / self.penalty(limits)
+        kept_finished = finished_scores[:, self.n_best - 1]
+        nothing_alive = alive_scores[:, 0] <= NEG_INF / 2
+        return tf.logical_or(nothing_alive, tf.logical_and(kept_finished > NEG_INF / 2,
+                                                           kept_finished >= best_possible))
+
+    def survivors(self, s, is_done, origin, alive_scores, alive_ids, alive_attention, state):
+        """What the next step searches: (active, alive scores, ids and attention, the model's
+        state, the memory), every hypothesis with the state of the beam it extends; the
+        sentences whose result is final leave the batch."""
+        K, active = self.K, tf.shape(s.active)[0]
+
+        def state_rows(sentences):
+            # Every hypothesis of `sentences` takes the state of the beam it extends.
+            return tf.reshape(tf.gather(origin, sentences) + sentences[:, None] * K, [-1])
+
+        def carry_on():
+            return (s.active, alive_scores, alive_ids, alive_attention,
+                    tf.nest.map_structure(lambda x: tf.gather(x, state_rows(tf.range(active))),
+                                          state), s.memory)
+
+        def drop_done():
+            # The same, for the sentences whose result is not final; the others leave the batch.
+            remaining = tf.cast(tf.where(tf.logical_not(is_done))[:, 0], tf.int32)
+            memory_rows = tf.reshape(remaining[:, None] * K + tf.range(K)[None], [-1])
+            return (tf.gather(s.active, remaining), tf.gather(alive_scores, remaining),
+                    tf.gather(alive_ids, remaining),
+                    tf.gather(alive_attention, remaining) if self.alignments else (),
+                    tf.nest.map_structure(lambda x: tf.gather(x, state_rows(remaining)), state),
+                    tf.nest.map_structure(lambda x: tf.gather(x, memory_rows), s.memory))
+
+        return tf.cond(tf.reduce_any(is_done), drop_done, carry_on)
 
 
 def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode="gnmt",
@@ -141,126 +294,13 @@ def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode=
     """
     if n_best > beam_size:
         raise ValueError(f"n_best={n_best} exceeds beam_size={beam_size}")
-    K = beam_size
-    batch = tf.shape(max_length)[0]
     memory, shared = split_shared(model.decoding_memory(memory))
-    memory = tf.nest.map_structure(lambda t: tf.repeat(t, K, axis=0), memory)  # row b*K + k
-    max_steps = tf.reduce_max(max_length)
-
-    def done(alive_scores, finished_scores, limits):
-        """bool [A]: no alive hypothesis can beat the sentence's n_best-th finished one. Only
-        the n_best best finished are returned, and extending a hypothesis never raises its
-        log-probability, so its score is at most that over the largest length penalty."""
-        best_possible = alive_scores[:, 0] / length_penalty(limits, alpha, penalty_mode)
-        kept_finished = finished_scores[:, n_best - 1]
-        nothing_alive = alive_scores[:, 0] <= NEG_INF / 2
-        return tf.logical_or(nothing_alive, tf.logical_and(kept_finished > NEG_INF / 2,
-                                                           kept_finished >= best_possible))
-
-    def cond(s):
-        return tf.logical_and(s.time < max_steps, tf.size(s.active) > 0)
-
-    def body(s):
-        t = s.time
-        active = tf.shape(s.active)[0]
-        limits = tf.gather(max_length, s.active)  # [A]
-        log_probs, state = next_log_probs(model, tf.reshape(s.alive_ids, [active * K, -1]), t,
-                                          s.model_state, with_shared(s.memory, shared),
-                                          tf.repeat(limits, K), no_repeat_ngram_size)
-        vocab = tf.shape(log_probs)[1]
-        candidates = tf.reshape(s.alive_scores, [-1, 1]) + log_probs
-        candidates = tf.reshape(candidates, [active, K * vocab])
-        top_scores, top_index = wide_top_k(candidates, 2 * K)
-        beam_index, token = top_index // vocab, top_index % vocab
-        top_ids = tf.concat([tf.gather(s.alive_ids, beam_index, batch_dims=1), token[:, :, None]], 2)
-        is_eos = tf.equal(token, EOS_ID)
-        attention = ()
-        if alignments:
-            rows = tf.reshape(tf.cast(model.latest_attention()[:, -1], tf.float32),
-                              [active, K, 1, -1])  # [A, K, 1, S]
-            attention = tf.gather(tf.concat([s.alive_attention, rows], axis=2), beam_index,
-                                  batch_dims=1)  # [A, 2K, t+1, S], as top_ids
-
-        # Alive: the best K candidates that did not end.
-        alive_candidate_scores = tf.where(is_eos, NEG_INF, top_scores)
-        alive_scores, keep = tf.math.top_k(alive_candidate_scores, k=K)
-        origin = tf.gather(beam_index, keep, batch_dims=1)  # [A, K], the beam each came from
-        alive_ids = tf.gather(top_ids, keep, batch_dims=1)
-
-        # Finished: merge the old finished set with candidates that just ended; keep the best K.
-        # Only the active sentences' rows change.
-        penalised = top_scores / length_penalty(t + 1, alpha, penalty_mode)
-        ended_scores = tf.where(tf.logical_and(is_eos, top_scores > NEG_INF / 2), penalised, NEG_INF)
-        padded_finished = tf.pad(s.finished_ids, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID)
-        all_ids = tf.concat([tf.gather(padded_finished, s.active), top_ids], axis=1)
-        all_scores = tf.concat([tf.gather(s.finished_scores, s.active), ended_scores], axis=1)
-        finished_scores, best = tf.math.top_k(all_scores, k=K)
-        where = s.active[:, None]
-        finished = dict(
-            finished_scores=tf.tensor_scatter_nd_update(s.finished_scores, where, finished_scores),
-            finished_ids=tf.tensor_scatter_nd_update(
-                padded_finished, where, tf.gather(all_ids, best, batch_dims=1)))
-        alive_attention = ()
-        if alignments:
-            alive_attention = tf.gather(attention, keep, batch_dims=1)
-            frozen = tf.pad(s.finished_attention, [[0, 0], [0, 0], [0, 1], [0, 0]])
-            finished["finished_attention"] = tf.tensor_scatter_nd_update(
-                frozen, where, tf.gather(tf.concat([tf.gather(frozen, s.active), attention],
-                                                   axis=1), best, batch_dims=1))
-
-        def state_rows(sentences):
-            # Every hypothesis of `sentences` takes the state of the beam it extends.
-            return tf.reshape(tf.gather(origin, sentences) + sentences[:, None] * K, [-1])
-
-        def carry_on():
-            return (s.active, alive_scores, alive_ids, alive_attention,
-                    tf.nest.map_structure(lambda x: tf.gather(x, state_rows(tf.range(active))),
-                                          state), s.memory)
-
-        is_done = done(alive_scores, finished_scores, limits)
-
-        def drop_done():
-            # The same, for the sentences whose result is not final; the others leave the batch.
-            remaining = tf.cast(tf.where(tf.logical_not(is_done))[:, 0], tf.int32)
-            memory_rows = tf.reshape(remaining[:, None] * K + tf.range(K)[None], [-1])
-            return (tf.gather(s.active, remaining), tf.gather(alive_scores, remaining),
-                    tf.gather(alive_ids, remaining),
-                    tf.gather(alive_attention, remaining) if alignments else (),
-                    tf.nest.map_structure(lambda x: tf.gather(x, state_rows(remaining)), state),
-                    tf.nest.map_structure(lambda x: tf.gather(x, memory_rows), s.memory))
-
-        (active_after, alive_scores, alive_ids, alive_attention, state,
-         memory_after) = tf.cond(tf.reduce_any(is_done), drop_done, carry_on)
-        return (BeamState(
-            time=t + 1, active=active_after, alive_scores=alive_scores, alive_ids=alive_ids,
-            model_state=state, memory=memory_after, alive_attention=alive_attention,
-            **finished),)
-
-    start = BeamState(
-        time=tf.constant(0),
-        active=tf.range(batch),
-        # Only the first beam is alive at the start, so the K beams do not all expand the same
-        # prefix.
-        alive_scores=tf.tile(tf.concat([[0.0], tf.fill([K - 1], NEG_INF)], 0)[None], [batch, 1]),
-        alive_ids=tf.zeros([batch, K, 0], tf.int32),
-        finished_scores=tf.fill([batch, K], NEG_INF),
-        finished_ids=tf.zeros([batch, K, 0], tf.int32),
-        model_state=model.initial_state(with_shared(memory, shared)),
-        memory=memory)
-    ids_shape = tf.TensorShape([None, K, None])
-    invariants = tf.nest.map_structure(loop_invariant, start)._replace(
-        alive_ids=ids_shape, finished_ids=ids_shape)
-    if alignments:
-        if not model.attends:
-            raise ConfigError(model.cannot_align())
-        source_length = tf.shape(memory["mask"])[1]
-        empty = tf.zeros([batch, K, 0, source_length])
-        start = start._replace(alive_attention=empty, finished_attention=empty)
-        attention_shape = tf.TensorShape([None, K, None, None])
-        invariants = invariants._replace(alive_attention=attention_shape,
-                                         finished_attention=attention_shape)
-    end = tf.while_loop(cond, body, (start,), shape_invariants=(invariants,),
-                        maximum_iterations=max_steps)[0]
+    memory = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), memory)  # b*K + k
+    beam = _Beam(model, max_length, shared, beam_size, alpha, penalty_mode, n_best,
+                 no_repeat_ngram_size, alignments)
+    start, invariants = beam.start(memory)
+    end = tf.while_loop(beam.cond, beam.body, (start,), shape_invariants=(invariants,),
+                        maximum_iterations=beam.max_steps)[0]
     ids = strip_eos(end.finished_ids[:, :n_best])
     if not alignments:
         return ids, end.finished_scores[:, :n_best]

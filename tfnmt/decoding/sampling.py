@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tfnmt.data.vocab import EOS_ID, PAD_ID
-from tfnmt.decoding.memory import split_shared, with_shared
+from tfnmt.decoding.shared import split_shared, with_shared
 from tfnmt.decoding.beam_search import (NEG_INF, length_penalty, loop_invariant, next_log_probs,
                                         strip_eos)
 

@@ -1,4 +1,4 @@
-"""Text in, text out: tokenizer, encoder, decoding strategy and detokenizer in one tf.function.
+"""Text in, text out: tokenizer, encoder, search and detokenizer in one tf.function.
 
 The same `Translator` serves `tfnmt translate` (from a checkpoint, in-process) and the exported
 SavedModel, so the two give the same translations by construction.
@@ -10,7 +10,7 @@ import tensorflow as tf
 from absl import logging
 
 from tfnmt.data.vocab import EOS_ID, PAD_ID
-from tfnmt.decoding import chunking, strategies
+from tfnmt.decoding import chunking, searches
 from tfnmt.decoding.backend import Backend
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError, DataError
@@ -37,7 +37,8 @@ class Translator(tf.Module, Backend):
         self.source_tokenizer = source_vocab.tokenizer()
         self.target_tokenizer = target_vocab.tokenizer()
         self.options = options
-        self.strategy = strategies.for_model(model, options)
+        # The search that decodes (decoding/searches.py).
+        self.searcher = searches.for_model(model, options)
         if options.alignments != "none" and model.source_window:
             raise ConfigError(model.cannot_align())
         if options.n_best > 1 and model.source_window:
@@ -45,8 +46,13 @@ class Translator(tf.Module, Backend):
                               "(its long inputs are translated in chunks)")
 
     @property
+    def strategy(self):
+        """`searcher` under its former name, for callers not renamed yet (cli/export.py)."""
+        return self.searcher
+
+    @property
     def beam_size(self):
-        return self.strategy.width
+        return self.searcher.width
 
     def prepare(self, sentences, where):
         """Warns about each source longer than `max_input_length` subwords (cut to it), and
@@ -86,7 +92,7 @@ class Translator(tf.Module, Backend):
 
     @tf.function(input_signature=[TEXT])
     def translate(self, text):
-        return self._translate(text, self.strategy)
+        return self._translate(text, self.searcher)
 
     def translate_n_best(self, text, n):
         """The `n` <= `options.n_best` best translations of each sentence."""
@@ -98,7 +104,7 @@ class Translator(tf.Module, Backend):
     def n_best_signature(self, text):
         source, lengths = self.tokenize(text)
         n = self.options.n_best
-        ids, scores = self.search(source, lengths, self.strategy, n)  # [B, N, T], [B, N]
+        ids, scores = self.search(source, lengths, self.searcher, n)  # [B, N, T], [B, N]
         batch = tf.shape(ids)[0]
         flat = tf.reshape(ids, [batch * n, -1])
         texts = self.target_tokenizer.detokenize(tf.RaggedTensor.from_tensor(flat, padding=PAD_ID))
@@ -107,21 +113,21 @@ class Translator(tf.Module, Backend):
                 "scores": tf.where(empty, 0.0, scores)}
 
     def export_signatures(self):
-        """{signature name: (concrete function, beam size)} for a SavedModel: the strategy's
-        variants (decoding/strategies.py; serving_default first), and `n_best` when
+        """{signature name: (concrete function, beam size)} for a SavedModel: the searcher's
+        variants (decoding/searches.py; serving_default first), and `n_best` when
         `options.n_best` > 1."""
         signatures = {}
-        for name, strategy in self.strategy.variants().items():
-            function = self.translate if strategy is self.strategy else tf.function(
-                lambda text, strategy=strategy: self._translate(text, strategy),
+        for name, searcher in self.searcher.variants().items():
+            function = self.translate if searcher is self.searcher else tf.function(
+                lambda text, searcher=searcher: self._translate(text, searcher),
                 input_signature=[TEXT])
-            signatures[name] = (function.get_concrete_function(), strategy.width)
+            signatures[name] = (function.get_concrete_function(), searcher.width)
         if self.options.n_best > 1:
             signatures["n_best"] = (self.n_best_signature.get_concrete_function(),
-                                    self.strategy.width)
+                                    self.searcher.width)
         if self.options.alignments != "none":
             signatures["alignments"] = (self.alignments_signature.get_concrete_function(),
-                                        self.strategy.width)
+                                        self.searcher.width)
         return signatures
 
     def translate_alignments(self, text):
@@ -138,7 +144,7 @@ class Translator(tf.Module, Backend):
         over the source tokens; 0 on padding). An empty input has no target tokens."""
         source, lengths = self.tokenize(text)
         memory = self.model.encode(source, training=False)
-        ids, scores, attention = self.strategy(self.model, memory, lengths, 1, alignments=True)
+        ids, scores, attention = self.searcher(self.model, memory, lengths, 1, alignments=True)
         empty = tf.equal(lengths, 0)
         ids = tf.where(empty[:, None], PAD_ID, ids[:, 0])
         real = tf.not_equal(ids, PAD_ID)
@@ -154,23 +160,23 @@ class Translator(tf.Module, Backend):
                 "target_tokens": tf.where(real, self.target_tokenizer.id_to_string(ids), ""),
                 "attention": attention}
 
-    def _translate(self, text, strategy):
+    def _translate(self, text, searcher):
         source, lengths = self.tokenize(text)
-        ids, scores = self.translate_ids(source, lengths, strategy)
+        ids, scores = self.translate_ids(source, lengths, searcher)
         ragged = tf.RaggedTensor.from_tensor(ids, padding=PAD_ID)
         translations = self.target_tokenizer.detokenize(ragged)
         empty = tf.equal(lengths, 0)
         return {"translations": tf.where(empty, "", translations),
                 "scores": tf.where(empty, 0.0, scores)}
 
-    def translate_ids(self, source, lengths, strategy=None):
+    def translate_ids(self, source, lengths, searcher=None):
         """Padded source ids [B, S] (eos-terminated) and their lengths without eos [B] ->
         (ids [B, T] padded with PAD_ID, scores [B]) of the best translation. Shared by the
-        SavedModel and TFLite exports. `strategy` defaults to the translator's."""
-        strategy = strategy or self.strategy
+        SavedModel and TFLite exports. `searcher` defaults to the translator's."""
+        searcher = searcher or self.searcher
         window = self.model.source_window
         if not window:
-            ids, scores = self.search(source, lengths, strategy)
+            ids, scores = self.search(source, lengths, searcher)
             return ids[:, 0], scores[:, 0]
         if self.options.long_input == "error":
             tf.debugging.assert_less_equal(
@@ -178,13 +184,13 @@ class Translator(tf.Module, Backend):
                 "subwords and eos) and --long_input=error; --long_input=chunk translates it in "
                 "pieces")
         chunks, chunk_lengths, sentence = chunking.split(source, lengths, window)
-        ids, scores = self.search(chunks, chunk_lengths, strategy)
+        ids, scores = self.search(chunks, chunk_lengths, searcher)
         return chunking.join(ids[:, 0], scores[:, 0], sentence, tf.shape(lengths)[0])
 
-    def search(self, source, lengths, strategy=None, n_best=1):
+    def search(self, source, lengths, searcher=None, n_best=1):
         """(ids [B, n_best, T], scores [B, n_best]) of sources that fit the model's window."""
         memory = self.model.encode(source, training=False)
-        return (strategy or self.strategy)(self.model, memory, lengths, n_best)
+        return (searcher or self.searcher)(self.model, memory, lengths, n_best)
 
 
 # `translate` sorts by length within windows of this many batches rather than over the whole

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.errors import ConfigError
-from tfnmt.layers.conditional_gru_decoder import HPARAMS
+from tfnmt.layers.fixed_encoding import HPARAMS
 from tfnmt.layers.conv_sentence_encoder import ConvSentenceEncoder
 from tfnmt.layers.hparams import HParam
 from tfnmt.layers.part import Encoder, EncoderOutput, register_encoder

@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
-from tfnmt.layers.conditional_gru_decoder import HPARAMS
+from tfnmt.layers.fixed_encoding import HPARAMS
 from tfnmt.layers.part import Encoder, EncoderOutput, register_encoder
 
 

@@ -269,6 +269,17 @@ def _seed_scores(entry, averaged, split):
 
 
 def markdown(report, plot_files):
+    lines = _header(report)
+    for split in report["test_splits"]:
+        lines += _split_section(report, split)
+    lines += _runs_table(report)
+    if plot_files:
+        lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plot_files] + [""]
+    return "\n".join(lines)
+
+
+def _header(report):
+    """The title, the budget, seeds, decoding and tests, and the runs left out of the tables."""
     lines = [f"# Experiment `{report['experiment']}`", "",
              f"- Budget: {_budget_text(report['budget'])}.",
              f"- Seeds: {', '.join(str(s) for s in report['seeds'])}; baseline: "
@@ -296,77 +307,98 @@ def markdown(report, plot_files):
     if unaveraged:
         lines += ["**Averages not scored yet** (left out of the averaged rows): "
                   + ", ".join(f"{r['system']}/seed{r['seed']}" for r in unaveraged) + ".", ""]
-    for split in report["test_splits"]:
-        # (label suffix, rows, averaged?): the final checkpoints, then their averages.
-        blocks = [("", report["results"][split], False)]
-        if report.get("average_checkpoints"):
-            blocks.append((f" ({averaged_label(report)})", report["averaged_results"][split],
-                           True))
-        rows = [(name + suffix, row) for suffix, block, _ in blocks for name, row in block.items()]
-        lines += [f"## {split}", "",
-                  "| System | Parameters | BLEU (mean ± std) | chrF (mean ± std) | p BLEU (bs / ar) "
-                  "| p chrF (bs / ar) | Train target tokens/s | Decode sentences/s | Decode speed-up "
-                  "| Runs |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for suffix, block, _ in blocks:
-            for name, row in block.items():
-                pooled = (row.get("significance") or {}).get("pooled")
-                p_bleu = p_chrf = "baseline" if name == report["baseline"] else "-"
-                if pooled:
-                    p_bleu = _p_pair(pooled, "bleu")
-                    p_chrf = _p_pair(pooled, "chrf")
-                parameters = "-" if row["parameters"] is None else f"{row['parameters']:,}"
-                lines.append(
-                    f"| {name}{suffix} | {parameters} "
-                    f"| {_number(row['bleu_mean'])} ± {_number(row['bleu_std'])} "
-                    f"| {_number(row['chrf_mean'])} ± {_number(row['chrf_std'])} "
-                    f"| {p_bleu} | {p_chrf} "
-                    f"| {_number(row['target_tokens_per_second_mean'], 0)} "
-                    f"| {_number(row['sentences_per_second_mean'], 1)} "
-                    f"| {_number(row['decode_speedup'])}{'x' if row['decode_speedup'] else ''} "
-                    f"| {row['runs']} |")
-        signature = report["signatures"].get(split)
-        if signature:
-            lines += ["", f"BLEU signature: `{signature['bleu']}`  ",
-                      f"chrF signature: `{signature['chrf']}`"]
-        lines += ["", "Per seed:", "", "| System | Seed | Step | BLEU | chrF | p BLEU (bs / ar) "
-                  "| p chrF (bs / ar) |", "|---|---:|---:|---:|---:|---:|---:|"]
-        for suffix, block, averaged in blocks:
-            for entry in report["runs"]:
-                test, step = _seed_scores(entry, averaged, split)
-                if test is None:
-                    continue
-                seed_p = ((block[entry["system"]].get("significance") or {})
-                          .get("per_seed", {}).get(str(entry["seed"])))
-                p_bleu = p_chrf = "-"
-                if seed_p:
-                    p_bleu = _p_pair(seed_p, "bleu")
-                    p_chrf = _p_pair(seed_p, "chrf")
-                lines.append(f"| {entry['system']}{suffix} | {entry['seed']} | {step} "
-                             f"| {test['bleu']:.2f} | {test['chrf']:.2f} | {p_bleu} | {p_chrf} |")
-        buckets = [row.get("length_buckets") for _, row in rows if row.get("length_buckets")]
-        if buckets:
-            labels = [b["bucket"] for b in buckets[0]]
-            lines += ["", "BLEU by source length (words; mean over seeds):", "",
-                      "| System | " + " | ".join(f"{label} ({b['sentences']})"
-                                                 for label, b in zip(labels, buckets[0])) + " |",
-                      "|---|" + "---:|" * len(labels)]
-            for name, row in rows:
-                if row.get("length_buckets"):
-                    lines.append(f"| {name} | " + " | ".join(_number(b["bleu_mean"])
-                                                          for b in row["length_buckets"]) + " |")
-        lines.append("")
-    lines += ["## Runs", "", "| Run | Status | Step | Target tokens seen | Training time | "
-              "Target tokens/s |", "|---|---|---:|---:|---:|---:|"]
+    return lines
+
+
+def _split_section(report, split):
+    """One test split's tables: systems, signatures, per seed, BLEU by source length."""
+    # (label suffix, rows, averaged?): the final checkpoints, then their averages.
+    blocks = [("", report["results"][split], False)]
+    if report.get("average_checkpoints"):
+        blocks.append((f" ({averaged_label(report)})", report["averaged_results"][split], True))
+    lines = [f"## {split}", ""] + _systems_table(report, blocks)
+    signature = report["signatures"].get(split)
+    if signature:
+        lines += ["", f"BLEU signature: `{signature['bleu']}`  ",
+                  f"chrF signature: `{signature['chrf']}`"]
+    lines += _seeds_table(report, blocks, split)
+    rows = [(name + suffix, row) for suffix, block, _ in blocks for name, row in block.items()]
+    lines += _length_table(rows)
+    lines.append("")
+    return lines
+
+
+def _systems_table(report, blocks):
+    lines = ["| System | Parameters | BLEU (mean ± std) | chrF (mean ± std) | p BLEU (bs / ar) "
+             "| p chrF (bs / ar) | Train target tokens/s | Decode sentences/s | Decode speed-up "
+             "| Runs |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for suffix, block, _ in blocks:
+        for name, row in block.items():
+            pooled = (row.get("significance") or {}).get("pooled")
+            p_bleu = p_chrf = "baseline" if name == report["baseline"] else "-"
+            if pooled:
+                p_bleu = _p_pair(pooled, "bleu")
+                p_chrf = _p_pair(pooled, "chrf")
+            parameters = "-" if row["parameters"] is None else f"{row['parameters']:,}"
+            lines.append(
+                f"| {name}{suffix} | {parameters} "
+                f"| {_number(row['bleu_mean'])} ± {_number(row['bleu_std'])} "
+                f"| {_number(row['chrf_mean'])} ± {_number(row['chrf_std'])} "
+                f"| {p_bleu} | {p_chrf} "
+                f"| {_number(row['target_tokens_per_second_mean'], 0)} "
+                f"| {_number(row['sentences_per_second_mean'], 1)} "
+                f"| {_number(row['decode_speedup'])}{'x' if row['decode_speedup'] else ''} "
+                f"| {row['runs']} |")
+    return lines
+
+
+def _seeds_table(report, blocks, split):
+    lines = ["", "Per seed:", "", "| System | Seed | Step | BLEU | chrF | p BLEU (bs / ar) "
+             "| p chrF (bs / ar) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for suffix, block, averaged in blocks:
+        for entry in report["runs"]:
+            test, step = _seed_scores(entry, averaged, split)
+            if test is None:
+                continue
+            seed_p = ((block[entry["system"]].get("significance") or {})
+                      .get("per_seed", {}).get(str(entry["seed"])))
+            p_bleu = p_chrf = "-"
+            if seed_p:
+                p_bleu = _p_pair(seed_p, "bleu")
+                p_chrf = _p_pair(seed_p, "chrf")
+            lines.append(f"| {entry['system']}{suffix} | {entry['seed']} | {step} "
+                         f"| {test['bleu']:.2f} | {test['chrf']:.2f} | {p_bleu} | {p_chrf} |")
+    return lines
+
+
+def _length_table(rows):
+    """BLEU by source length of the (label, row) rows that have it; none if none has."""
+    buckets = [row.get("length_buckets") for _, row in rows if row.get("length_buckets")]
+    if not buckets:
+        return []
+    labels = [b["bucket"] for b in buckets[0]]
+    lines = ["", "BLEU by source length (words; mean over seeds):", "",
+             "| System | " + " | ".join(f"{label} ({b['sentences']})"
+                                        for label, b in zip(labels, buckets[0])) + " |",
+             "|---|" + "---:|" * len(labels)]
+    for name, row in rows:
+        if row.get("length_buckets"):
+            lines.append(f"| {name} | " + " | ".join(_number(b["bleu_mean"])
+                                                     for b in row["length_buckets"]) + " |")
+    return lines
+
+
+def _runs_table(report):
+    lines = ["## Runs", "", "| Run | Status | Step | Target tokens seen | Training time | "
+             "Target tokens/s |", "|---|---|---:|---:|---:|---:|"]
     for entry in report["runs"]:
         lines.append(f"| {entry['system']}/seed{entry['seed']} | {entry['status']} "
                      f"| {entry['step']:,} | {entry.get('target_tokens', 0):,.0f} "
                      f"| {entry.get('train_seconds', 0) / 60:.1f} min "
                      f"| {_number(entry.get('target_tokens_per_second'), 0)} |")
     lines.append("")
-    if plot_files:
-        lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plot_files] + [""]
-    return "\n".join(lines)
+    return lines
 
 
 def write(root, spec):

@@ -30,6 +30,13 @@ def masked_logits(logits, allowed):
     return tf.where(allowed, tf.cast(logits, tf.float32), NEG_INF)
 
 
+def record_weights(layer, weights):
+    """Leaves the attention weights of `layer`'s latest call on it, for alignments
+    (models/base.py `latest_attention`): a graph tensor of the trace that made it, which an
+    unused read leaves out of the graph. Set past Keras' tracking, which must not save it."""
+    object.__setattr__(layer, "last_weights", weights)
+
+
 @keras.saving.register_keras_serializable(package="tfnmt")
 class MultiHeadAttention(keras.layers.Layer):
     """Attention of queries [B, T, d] over keys/values [B, S, d] with `num_heads` heads.
@@ -75,8 +82,8 @@ class MultiHeadAttention(keras.layers.Layer):
         logits = tf.matmul(q, keys, transpose_b=True)
         weights = tf.nn.softmax(tf.cast(logits, tf.float32) if allowed is None
                                 else masked_logits(logits, allowed), axis=-1)
-        # Alignments: averaged over the heads (layers/dense_attention.py record_weights).
-        object.__setattr__(self, "last_weights", tf.reduce_mean(weights, axis=1))
+        # Alignments: averaged over the heads.
+        record_weights(self, tf.reduce_mean(weights, axis=1))
         weights = self.dropout_layer(tf.cast(weights, values.dtype), training=training)
         context = tf.matmul(weights, values)
         batch, length = tf.shape(context)[0], tf.shape(context)[2]

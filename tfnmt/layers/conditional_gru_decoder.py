@@ -19,15 +19,6 @@ decoding gives the teacher-forced outputs.
 
 import keras
 import tensorflow as tf
-from tfnmt.layers.hparams import HParam
-
-# What the fixed-encoding models' encoders and this decoder read (conv_encoder, gru_encdec).
-HPARAMS = {
-    "embed_dim": HParam(100, "word embedding width (source and target)", bounds=">= 1"),
-    "hidden_dim": HParam(1000, "GRU state width", bounds=">= 1"),
-    "dropout": HParam(0.0, "dropout on the word embeddings and on the maxout output",
-                      bounds="[0, 1)"),
-}
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")

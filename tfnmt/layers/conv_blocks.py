@@ -34,9 +34,9 @@ class GLUConv(keras.layers.Layer):
     def call(self, x):
         return glu(self.conv(x))
 
-    def step(self, window):
-        """window [N, k, in] -> [N, width] for the window's last position."""
-        return glu(self.conv.step(window))
+    def step(self, recent):
+        """recent [N, k, in], the last k inputs -> [N, width] for the newest position."""
+        return glu(self.conv.step(recent))
 
     def get_config(self):
         return dict(super().get_config(), width=self.width, kernel_size=self.kernel_size,
@@ -56,8 +56,8 @@ class SummaryLayer(GLUConv):
     def call(self, x):
         return (super().call(x) + self.linear(x)) * HALF
 
-    def step(self, window):
-        return (super().step(window) + self.linear(window[:, -1])) * HALF
+    def step(self, recent):
+        return (super().step(recent) + self.linear(recent[:, -1])) * HALF
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")

@@ -14,25 +14,18 @@ and reused at every decoding step, as the decoder's incremental state does not d
 import keras
 import tensorflow as tf
 
-from tfnmt.layers.attention import masked_logits
+from tfnmt.layers.attention import masked_logits, record_weights
 
 
 def attend(query, keys, values, mask, layer=None):
     """query [B, T, a], keys/values [B, S, a], mask [B, S] -> [B, T, a]. The weights [B, T, S]
-    are left on `layer` as `last_weights` (see record_weights)."""
+    are left on `layer` as `last_weights` (attention.record_weights)."""
     # expand_dims, not mask[:, None]: see attention.key_mask.
     scores = masked_logits(tf.matmul(query, keys, transpose_b=True), tf.expand_dims(mask, 1))
     weights = tf.nn.softmax(scores, axis=-1)
     if layer is not None:
         record_weights(layer, weights)
     return tf.matmul(tf.cast(weights, values.dtype), values)
-
-
-def record_weights(layer, weights):
-    """Leaves the attention weights of `layer`'s latest call on it, for alignments
-    (models/base.py `latest_attention`): a graph tensor of the trace that made it, which an
-    unused read leaves out of the graph. Set past Keras' tracking, which must not save it."""
-    object.__setattr__(layer, "last_weights", weights)
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")

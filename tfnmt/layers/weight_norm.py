@@ -52,8 +52,8 @@ class WeightNormDense(keras.layers.Layer):
 class WeightNormConv1D(keras.layers.Layer):
     """1-D convolution [B, T, in] -> [B, T, filters], 'same' or causal padding.
 
-    `step` computes the output for the newest position from a window of the last
-    `kernel_size` inputs, so causal decoders can run one position at a time.
+    `step` computes the output for the newest position from the last `kernel_size` inputs,
+    so causal decoders can run one position at a time.
     """
 
     def __init__(self, filters, kernel_size, causal=False, dropout_in=0.0, **kwargs):
@@ -81,10 +81,11 @@ class WeightNormConv1D(keras.layers.Layer):
         out = tf.nn.conv1d(x, tf.cast(self.kernel(), x.dtype), stride=1, padding="VALID")
         return out + tf.cast(self.bias, x.dtype)
 
-    def step(self, window):
-        """window [N, kernel_size, in] (oldest first) -> [N, filters] for its last position."""
-        return (tf.einsum("nki,kio->no", window, tf.cast(self.kernel(), window.dtype))
-                + tf.cast(self.bias, window.dtype))
+    def step(self, recent):
+        """recent [N, kernel_size, in], the last inputs (oldest first) -> [N, filters] for the
+        newest position."""
+        return (tf.einsum("nki,kio->no", recent, tf.cast(self.kernel(), recent.dtype))
+                + tf.cast(self.bias, recent.dtype))
 
     def get_config(self):
         return dict(super().get_config(), filters=self.filters, kernel_size=self.kernel_size,

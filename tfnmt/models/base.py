@@ -16,12 +16,12 @@ axis 0 at every step, so what never differs between the hypotheses of one senten
 keys of the source, say) belongs in the memory, not in the state. Everything in both must have
 the batch as its first dimension: the rows of a sentence whose result is final leave both, so
 `step` may get fewer rows than the step before. The one exception is `memory["shared"]`
-(`SHARED`, decoding/memory.py): what is the same for every sentence (the transposed output
+(`SHARED`, decoding/shared.py): what is the same for every sentence (the transposed output
 matrix), which the searches neither tile nor gather. Auxiliary losses (e.g. a diversity term)
 are added with `self.add_loss` inside `call` and summed into the training loss.
 
-A model is decoded by the strategies of its `strategy_family` (decoding/strategies.py). A CTC
-model (`autoregressive = False`, `strategy_family = "ctc"`) implements, instead of
+A model is decoded by the searches of its `search_family` (decoding/searches.py). A CTC
+model (`autoregressive = False`, `search_family = "ctc"`) implements, instead of
 `initial_state`/`step`,
 
     label_log_probs(memory) -> (log_probs [B, L, C], lengths [B])   every position's labels
@@ -41,9 +41,14 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
 from tfnmt.errors import ConfigError
-from tfnmt.objectives import replicas
 from tfnmt.objectives.losses import label_smoothed_cross_entropy
-from tfnmt.objectives.replicas import TOTAL_PREFIX
+
+# Names of reported scalars (`report(..., total=True)`) that training sums over a logging interval
+# instead of averaging.
+TOTAL_PREFIX = "total/"
+# Keras' fit and evaluate call train_step / test_step, which training/step.py provides.
+_UNCOMPILED = ("a translation model trains and evaluates with tfnmt's training step: compile it "
+               "with tfnmt.training.step.compile(model, optimizer, ...), not model.compile")
 
 
 class Seq2SeqModel(keras.Model):
@@ -53,8 +58,8 @@ class Seq2SeqModel(keras.Model):
     registry_name = None
     # Non-autoregressive models (CTC) set this False.
     autoregressive = True
-    # Which decoding strategies apply (decoding/strategies.py FAMILIES).
-    strategy_family = "autoregressive"
+    # Which searches decode it (decoding/searches.py FAMILIES).
+    search_family = "autoregressive"
     # A model whose encoder reads at most this many source tokens (eos included) sets it; the
     # translator then splits longer sources into chunks (or refuses them, --long_input=error)
     # and the trainer drops longer training pairs. None = any length.
@@ -67,14 +72,15 @@ class Seq2SeqModel(keras.Model):
         self.label_smoothing = label_smoothing
         self.hparams = self.with_defaults(hparams)
         # Where training is in its data stream: (epoch, batch index). Checkpointed for resume.
-        # Under tf.distribute every replica assigns the same value (see train_step).
+        # Under tf.distribute every replica assigns the same value (training/step.py).
         self.data_position = tf.Variable([0, -1], dtype=tf.int64, trainable=False, name="data_position",
                                          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         # Scalars of the step being traced; a plain dict, hidden from Keras/TF tracking (it holds
         # graph tensors that must not become part of the model's saved state).
         object.__setattr__(self, "_reports", {})
-        # The loss fit and evaluate report, per replica, averaged over sentences since the last
-        # reset (Keras resets `metrics` at each epoch, i.e. every --log_every steps).
+        # The loss fit and evaluate report (training/step.py), per replica, averaged over
+        # sentences since the last reset (Keras resets `metrics` at each epoch, i.e. every
+        # --log_every steps).
         self.loss_tracker = keras.metrics.Mean(name="loss")
 
     @property
@@ -134,82 +140,23 @@ class Seq2SeqModel(keras.Model):
 
     def report(self, name, value, total=False):
         """Records a scalar of the training step being computed (an auxiliary loss term, say);
-        `train_step` returns it in its logs and the trainer logs train/NAME: the mean over each
-        logging interval, or the sum with `total=True` (counts, such as dropped pairs)."""
+        the step (training/step.py) returns it in its logs and the trainer logs train/NAME: the
+        mean over each logging interval, or the sum with `total=True` (counts, such as dropped
+        pairs)."""
         self._reports[f"{TOTAL_PREFIX}{name}" if total else name] = tf.cast(value, tf.float32)
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        loss, num_tokens = self.translation_loss(y, y_pred)
-        extra = tf.add_n([tf.cast(l, tf.float32) for l in self.losses]) if self.losses else None
-        if extra is not None:
-            self.report("translation_loss", loss)
-        # With several replicas: this replica's share of the mean over the step's tokens.
-        loss, self._last_num_tokens = replicas.replica_loss(loss, num_tokens, extra)
-        return loss
+    def take_reports(self):
+        """The scalars `report` recorded since the last take, which it forgets: the training
+        step (training/step.py) takes them around each batch it computes."""
+        reports = dict(self._reports)
+        self._reports.clear()
+        return reports
 
     def train_step(self, data):
-        """One optimizer step on a batch (features, labels), or on a tuple of batches
-        (--accumulate_steps; data/pipeline.group). The loss of a step is the mean over all its
-        target tokens, as if one batch held them all: each batch's gradient (of its per-token
-        mean) is weighted by its share of the step's tokens. Batch i+1 runs once batch i's
-        gradient exists, so only one batch's activations are alive at a time."""
-        batches = (data,) if isinstance(data[0], dict) else tuple(data)
-        gradients, tokens, losses, reports, ends, sentences = None, [], [], [], [], 0
-        for features, labels in batches:
-            features = dict(features)
-            position = features.pop("position", None)
-            if position is not None:
-                self.data_position.assign(replicas.latest_position(position))
-            ends.append(tf.cast(features.pop("epoch_end", False), tf.float32))
-            if gradients is not None:
-                with tf.control_dependencies(_dense_parts(gradients)):
-                    features = {k: tf.identity(v) for k, v in features.items()}
-            self._reports.clear()
-            with tf.GradientTape() as tape:
-                logits = self(features, training=True)
-                loss = self.compute_loss(features, labels, logits, training=True)
-                scaled = self.optimizer.scale_loss(loss)
-            batch_gradients = tape.gradient(scaled, self.trainable_weights)
-            tokens.append(self._last_num_tokens)
-            losses.append(loss)
-            reports.append(dict(self._reports))
-            sentences += tf.shape(features["source"])[0]
-            if len(batches) == 1:
-                gradients = batch_gradients
-            else:
-                # Summed as tokens x gradient, divided by the step's tokens at the end.
-                weighted = [_scaled(g, tokens[-1]) for g in batch_gradients]
-                gradients = weighted if gradients is None else [
-                    _summed(a, b) for a, b in zip(gradients, weighted)]
-        total = tf.add_n(tokens)
-        if len(batches) == 1:
-            weights = [1.0]
-        else:
-            gradients = [_scaled(g, 1.0 / tf.maximum(total, 1.0)) for g in gradients]
-            weights = [n / tf.maximum(total, 1.0) for n in tokens]
-        step_loss = tf.add_n([w * l for w, l in zip(weights, losses)])
-        # As Keras' own train_step: the tracked loss is per replica, not its share of the step.
-        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        self.loss_tracker.update_state(step_loss * num_replicas, sample_weight=sentences)
-        self.optimizer.apply_gradients(zip(gradients, self.trainable_weights))
-        logs = self.compute_metrics(features, labels, logits)
-        logs["target_tokens"] = total
-        logs["epoch_end"] = tf.reduce_max(ends)
-        for name in reports[0]:
-            values = [r[name] for r in reports]
-            logs[name] = (tf.add_n(values) if name.startswith(TOTAL_PREFIX)
-                          else tf.add_n([w * v for w, v in zip(weights, values)]))
-        return replicas.step_logs(logs)
+        raise NotImplementedError(_UNCOMPILED)
 
     def test_step(self, data):
-        features, labels = data
-        features = {k: v for k, v in features.items() if k != "position"}
-        logits = self(features, training=False)
-        loss = self.compute_loss(features, labels, logits, training=False)
-        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        self.loss_tracker.update_state(loss * num_replicas,
-                                       sample_weight=tf.shape(features["source"])[0])
-        return self.compute_metrics(features, labels, logits)
+        raise NotImplementedError(_UNCOMPILED)
 
     def get_config(self):
         return dict(source_vocab_size=self.source_vocab_size,
@@ -283,27 +230,3 @@ class EncoderDecoder(Seq2SeqModel):
         if not self.attends:
             return super().latest_attention()
         return self.decoder.latest_attention()
-
-
-# --- gradient accumulation: embedding gradients are IndexedSlices ---------------------------
-def _scaled(gradient, factor):
-    if gradient is None:
-        return None
-    if isinstance(gradient, tf.IndexedSlices):
-        values = gradient.values * tf.cast(factor, gradient.values.dtype)
-        return tf.IndexedSlices(values, gradient.indices, gradient.dense_shape)
-    return gradient * tf.cast(factor, gradient.dtype)
-
-
-def _summed(a, b):
-    if a is None:
-        return b
-    if isinstance(a, tf.IndexedSlices) and isinstance(b, tf.IndexedSlices):
-        # The rows of both batches, as one batch's gradient would list them.
-        return tf.IndexedSlices(tf.concat([a.values, b.values], 0),
-                                tf.concat([a.indices, b.indices], 0), a.dense_shape)
-    return tf.convert_to_tensor(a) + tf.convert_to_tensor(b)
-
-
-def _dense_parts(gradients):
-    return [g.values if isinstance(g, tf.IndexedSlices) else g for g in gradients if g is not None]

@@ -47,7 +47,7 @@ VARIANTS = ("deep_encoder", "encoder_decoder", "encoder_decoder_pos")
 @register("ctc_nat")
 class CTCNonAutoregressive(Seq2SeqModel):
     autoregressive = False
-    strategy_family = "ctc"
+    search_family = "ctc"
     # The Transformer's settings, at the paper's sizes (d 512, FFN 4096, 16 heads).
     HPARAMS = {
         "ctc_variant": HParam("encoder_decoder_pos", "CTC model (_pos: positions added to the "

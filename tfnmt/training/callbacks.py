@@ -12,7 +12,7 @@ from absl import logging
 
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.evaluation import bleu
-from tfnmt.objectives.replicas import TOTAL_PREFIX
+from tfnmt.models.base import TOTAL_PREFIX
 from tfnmt.training.checkpoints import BEST_METRICS
 
 

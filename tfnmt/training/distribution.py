@@ -31,7 +31,7 @@ import tensorflow as tf
 from absl import logging
 
 from tfnmt.errors import ConfigError, UserError
-from tfnmt.objectives.replicas import multi_worker as _multi_worker
+from tfnmt.training.replicas import multi_worker as _multi_worker
 
 CHOICES = ("none", "mirrored", "multi_worker")
 

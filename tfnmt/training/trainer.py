@@ -1,6 +1,6 @@
 """`tfnmt train`: one trainer for every registered model, built on Keras `fit`.
 
-The model's `train_step` (models/base.py) records the data position of each batch and takes one
+The training step (training/step.py) records the data position of each batch and takes one
 optimizer step per element of the stream (one batch, or --accumulate_steps batches); the
 schedule callback saves checkpoints, validates (every --validate_every steps, or at each epoch's
 end) and stops by absolute optimizer step. Restarting on an existing model directory restores the
@@ -22,7 +22,7 @@ from tfnmt.evaluation import bleu
 from tfnmt.models import catalog
 from tfnmt.data.vocab import vocab_paths
 from tfnmt.errors import CheckpointError, ConfigError, DataError
-from tfnmt.training import callbacks, distribution
+from tfnmt.training import callbacks, distribution, step as training_step
 from tfnmt.training.checkpoints import Checkpoints, resolve_init_from, trackables, warm_start
 from tfnmt.training.optimizers import make_optimizer
 
@@ -81,7 +81,7 @@ def compiled_model(config, options):
     optimizer = make_optimizer(options.optimizer, options.learning_rate,
                                warmup_steps=options.warmup_steps, beta_2=options.adam_beta2,
                                momentum=options.momentum, clip_norm=options.clip_norm)
-    model.compile(optimizer=optimizer, jit_compile=options.jit_compile)
+    training_step.compile(model, optimizer, jit_compile=options.jit_compile)
     model.optimizer.build(model.trainable_variables)
     return model
 
@@ -104,65 +104,20 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
         model_dir_lib.write_config(model_dir, config)
     model = compiled_model(config, options)
     source_vocab, target_vocab = load_vocabs(model_dir)
-    lr_controller = (callbacks.ShrinkOnValidationRise(options.lr_shrink, options.lr_floor,
-                                                      mode=options.lr_shrink_mode,
-                                                      initial_learning_rate=options.learning_rate)
-                     if options.optimizer == "nag" else None)
-    extra = {"previous_validation_loss": lr_controller.previous} if lr_controller else {}
-    early_stopping = (callbacks.EarlyStopping(options.early_stopping_patience, options.best_metric)
-                      if options.early_stopping_patience else None)
-    optional = early_stopping.variables() if early_stopping else {}
-    checkpoints = Checkpoints(model_dir, trackables(model, model.optimizer, **extra, **optional),
-                              options.keep_checkpoints, options.keep_best, options.best_metric,
-                              chief=chief, optional=tuple(optional))
-    restored = checkpoints.restore_latest()
-    step = callbacks.current_step(model)
-    epoch, index = (int(v) for v in model.data_position.numpy())
-    if restored:
-        logging.info("resuming from %s at step %d (epoch %d, after batch %d)", restored, step, epoch, index)
-        if options.init_from:
-            logging.info("--init_from=%s ignored: resuming this model directory's own training",
-                         options.init_from)
-    elif options.init_from:
-        init_from(model, model_dir, options.init_from)
-    if step >= options.train_steps:
-        logging.info("already trained for %d steps (--train_steps=%d): nothing to do", step,
-                     options.train_steps)
+    checkpoints, lr_controller, early_stopping = _checkpointed_state(model, model_dir, options,
+                                                                     chief)
+    start = _resume(model, model_dir, checkpoints, early_stopping, options)
+    if start is None:
         return []
-    if early_stopping is not None and early_stopping.stopped:
-        logging.info("stopped early at step %d: validation %s did not improve for %d "
-                     "validations (--early_stopping_patience=%d): nothing to do", step,
-                     options.best_metric, int(early_stopping.waited.numpy()),
-                     options.early_stopping_patience)
-        return []
-
+    step, position = start
     batching = training_batching(model, options)
-    train_pairs = sources.pairs(spec, splits[0], limits[0])
-    first = pipeline.training_epoch(train_pairs, source_vocab, target_vocab, epoch=0,
-                                    seed=options.seed, shuffle_buffer=options.shuffle_buffer,
-                                    **batching)
-    # An endless stream of empty epochs would hang fit(); fail instead.
-    if not any(True for _ in first.take(1)):
-        raise DataError(f"no training pair of {spec.source} {splits[0]} is within "
-                        f"--max_source_length={batching['max_source_length']} and "
-                        f"--max_target_length={options.max_target_length} subwords")
-    stream = pipeline.training_stream(train_pairs, source_vocab, target_vocab,
-                                      start_epoch=max(epoch, 0), skip_batches=index + 1,
-                                      accumulate_steps=options.accumulate_steps,
-                                      seed=options.seed, shuffle_buffer=options.shuffle_buffer,
-                                      **batching)
+    stream = _training_stream(spec, splits[0], limits[0], (source_vocab, target_vocab), position,
+                              batching, options)
     stream = distribution.distribute(stream, strategy)
     validator = None
     if splits[1]:
-        valid_pairs = sources.pairs(spec, splits[1], limits[1])
-        valid_batches = pipeline.evaluation_batches(valid_pairs, source_vocab, target_vocab, **batching)
-        translator, valid_sources, valid_references = None, [], []
-        if options.bleu_sentences > 0:
-            valid_sources, valid_references = sources.references(spec, splits[1], options.bleu_sentences)
-            translator = Translator(model, source_vocab, target_vocab, decode_options)
-        validator = callbacks.Validator(valid_batches, translator, valid_sources, valid_references,
-                                        scoring={"target_lang": spec.target_lang,
-                                                 "tokenize": options.bleu_tokenize})
+        validator = _validator(model, spec, splits[1], limits[1], (source_vocab, target_vocab),
+                               batching, options, decode_options)
         validator = distribution.agreed(validator, strategy)
 
     writer = distribution.summary_writer(model_dir, strategy)
@@ -176,6 +131,94 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
                  config["model"], f"{model.count_params():,}", spec.source, spec.source_lang,
                  spec.target_lang, splits[0], f" (first {limits[0]:,} pairs)" if limits[0] else "",
                  step, options.train_steps, distribution.describe(strategy))
+    _fit(model, stream, schedule, options, strategy)
+    writer.close()
+    if strategy is not None:
+        logging.info("finished at step %d; weights fingerprint %s", callbacks.current_step(model),
+                     distribution.weights_fingerprint(model))
+    return schedule.history
+
+
+def _checkpointed_state(model, model_dir, options, chief):
+    """(the run's Checkpoints, its NAG lr controller or None, its early stopping or None): the
+    last two keep state in the checkpoints."""
+    lr_controller = (callbacks.ShrinkOnValidationRise(options.lr_shrink, options.lr_floor,
+                                                      mode=options.lr_shrink_mode,
+                                                      initial_learning_rate=options.learning_rate)
+                     if options.optimizer == "nag" else None)
+    extra = {"previous_validation_loss": lr_controller.previous} if lr_controller else {}
+    early_stopping = (callbacks.EarlyStopping(options.early_stopping_patience, options.best_metric)
+                      if options.early_stopping_patience else None)
+    optional = early_stopping.variables() if early_stopping else {}
+    checkpoints = Checkpoints(model_dir, trackables(model, model.optimizer, **extra, **optional),
+                              options.keep_checkpoints, options.keep_best, options.best_metric,
+                              chief=chief, optional=tuple(optional))
+    return checkpoints, lr_controller, early_stopping
+
+
+def _resume(model, model_dir, checkpoints, early_stopping, options):
+    """Restores the newest checkpoint (or warm-starts from --init_from): (the step training
+    starts from, the data position (epoch, batch) it resumes after), or None when there is
+    nothing left to train."""
+    restored = checkpoints.restore_latest()
+    step = callbacks.current_step(model)
+    epoch, index = (int(v) for v in model.data_position.numpy())
+    if restored:
+        logging.info("resuming from %s at step %d (epoch %d, after batch %d)", restored, step, epoch, index)
+        if options.init_from:
+            logging.info("--init_from=%s ignored: resuming this model directory's own training",
+                         options.init_from)
+    elif options.init_from:
+        init_from(model, model_dir, options.init_from)
+    if step >= options.train_steps:
+        logging.info("already trained for %d steps (--train_steps=%d): nothing to do", step,
+                     options.train_steps)
+        return None
+    if early_stopping is not None and early_stopping.stopped:
+        logging.info("stopped early at step %d: validation %s did not improve for %d "
+                     "validations (--early_stopping_patience=%d): nothing to do", step,
+                     options.best_metric, int(early_stopping.waited.numpy()),
+                     options.early_stopping_patience)
+        return None
+    return step, (epoch, index)
+
+
+def _training_stream(spec, split, limit, vocabs, position, batching, options):
+    """The endless training batches from the one after `position` (epoch, batch index, the
+    last trained) on; a DataError if no training pair is within the length limits."""
+    source_vocab, target_vocab = vocabs
+    epoch, index = position
+    train_pairs = sources.pairs(spec, split, limit)
+    first = pipeline.training_epoch(train_pairs, source_vocab, target_vocab, epoch=0,
+                                    seed=options.seed, shuffle_buffer=options.shuffle_buffer,
+                                    **batching)
+    # An endless stream of empty epochs would hang fit(); fail instead.
+    if not any(True for _ in first.take(1)):
+        raise DataError(f"no training pair of {spec.source} {split} is within "
+                        f"--max_source_length={batching['max_source_length']} and "
+                        f"--max_target_length={options.max_target_length} subwords")
+    return pipeline.training_stream(train_pairs, source_vocab, target_vocab,
+                                    start_epoch=max(epoch, 0), skip_batches=index + 1,
+                                    accumulate_steps=options.accumulate_steps,
+                                    seed=options.seed, shuffle_buffer=options.shuffle_buffer,
+                                    **batching)
+
+
+def _validator(model, spec, split, limit, vocabs, batching, options, decode_options):
+    """Validation loss on `split`, and BLEU on its first --bleu_sentences sentences."""
+    source_vocab, target_vocab = vocabs
+    valid_pairs = sources.pairs(spec, split, limit)
+    valid_batches = pipeline.evaluation_batches(valid_pairs, source_vocab, target_vocab, **batching)
+    translator, valid_sources, valid_references = None, [], []
+    if options.bleu_sentences > 0:
+        valid_sources, valid_references = sources.references(spec, split, options.bleu_sentences)
+        translator = Translator(model, source_vocab, target_vocab, decode_options)
+    return callbacks.Validator(valid_batches, translator, valid_sources, valid_references,
+                               scoring={"target_lang": spec.target_lang,
+                                        "tokenize": options.bleu_tokenize})
+
+
+def _fit(model, stream, schedule, options, strategy):
     if strategy is not None:
         # Keras would pull a batch to build the (already built) model and average it across
         # replicas, which fails for bucketed batches of different shapes; fit then takes the
@@ -185,11 +228,6 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     with distribution.worker_failures(strategy):
         model.fit(stream, epochs=1 << 40, steps_per_epoch=options.log_every, verbose=0,
                   shuffle=False, callbacks=[schedule])
-    writer.close()
-    if strategy is not None:
-        logging.info("finished at step %d; weights fingerprint %s", callbacks.current_step(model),
-                     distribution.weights_fingerprint(model))
-    return schedule.history
 
 
 def _parameters(model, names):

@@ -1,8 +1,8 @@
-"""Decoding strategies: how a batch's encoder output becomes its translations.
+"""The searches: how a batch's encoder output becomes its translations.
 
-A strategy is called as `strategy(model, memory, source_lengths, n_best)` and returns
+A search is called as `search(model, memory, source_lengths, n_best)` and returns
 (ids int32 [B, n_best, T] padded with PAD_ID, scores float32 [B, n_best], best first). Which
-strategies a model can use follows its `strategy_family` (models/base.py):
+searches a model can use follows its `search_family` (models/base.py):
 
   autoregressive  BeamSearch, Greedy (--beam_size=1) or Sampling, over `initial_state`/`step`
   ctc             CTCSearch over `label_log_probs(memory)` and `blank_id`: greedy (parallel,
@@ -19,17 +19,17 @@ from tfnmt.decoding.beam_search import beam_search, max_lengths
 from tfnmt.errors import ConfigError
 
 
-class Strategy:
+class Search:
     def __init__(self, options):
         self.options = options
 
     @property
     def width(self):
-        """The beam size this strategy decodes with (export_info.json records it)."""
+        """The beam size this search decodes with (export_info.json records it)."""
         return self.options.beam_size
 
     def variants(self):
-        """{signature name: strategy} an export serves."""
+        """{signature name: search} an export serves."""
         return {"serving_default": self}
 
     def limits(self, source_lengths):
@@ -38,7 +38,7 @@ class Strategy:
                            o.max_decode_length)
 
 
-class BeamSearch(Strategy):
+class BeamSearch(Search):
     """The one beam search of beam_search.py."""
 
     def __call__(self, model, memory, source_lengths, n_best=1, alignments=False):
@@ -49,7 +49,7 @@ class BeamSearch(Strategy):
                            o.no_repeat_ngram_size, alignments)
 
 
-class Greedy(Strategy):
+class Greedy(Search):
     """The most likely token at each step (sampling.py). Not a beam of width 1, which also keeps
     each ending (eos) it passes and returns the best of them."""
 
@@ -74,7 +74,7 @@ class Sampling(Greedy):
         return sampling.sampler(o.sampling_topk, o.sampling_temperature, o.sampling_seed)
 
 
-class CTCSearch(Strategy):
+class CTCSearch(Search):
     """A CTC model's labels: greedy with beam size 1, else the CTC prefix beam search."""
 
     def __call__(self, model, memory, source_lengths, n_best=1):
@@ -112,7 +112,7 @@ FAMILIES = {"autoregressive": _autoregressive, "ctc": _ctc}
 
 
 def for_model(model, options):
-    """The strategy `options` ask for, among those of the model's family."""
+    """The search `options` ask for, among those of the model's family."""
     if options.alignments != "none" and not model.attends:
         raise ConfigError(model.cannot_align())
-    return FAMILIES[model.strategy_family](options)
+    return FAMILIES[model.search_family](options)

@@ -1,10 +1,7 @@
-"""A replica's share of a training step under tf.distribute, called from Seq2SeqModel.train_step
-(models/base.py); with one replica every function passes its input through."""
+"""A replica's share of a training step under tf.distribute, called from the training step
+(training/step.py); with one replica every function passes its input through."""
 
 import tensorflow as tf
-
-# Log keys of reported scalars that the trainer sums over a logging interval instead of averaging.
-TOTAL_PREFIX = "total/"
 
 
 def multi_worker(strategy):
