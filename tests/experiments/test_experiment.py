@@ -13,6 +13,7 @@ import sacrebleu
 from sacrebleu.significance import PairedTest
 
 from conftest import REPO, TINY_MODEL_FLAGS, run_cli
+from tfnmt.experiments import report as report_lib
 
 STEPS = 10
 
@@ -103,7 +104,8 @@ def test_tiny_experiment_in_shares_interrupted_resumed_and_reported(experiment, 
     assert [p["step"] for p in curve] == [5, 10]
     assert 0 < curve[0]["target_tokens"] < curve[1]["target_tokens"]
 
-    # p-values are sacreBLEU's: the pooled bootstrap test, recomputed here from the files.
+    # p-values are sacreBLEU's tests, ties counted as extreme: the pooled bootstrap test,
+    # recomputed here from the files.
     def lines(path):
         with open(path) as f:
             return f.read().splitlines()
@@ -111,14 +113,17 @@ def test_tiny_experiment_in_shares_interrupted_resumed_and_reported(experiment, 
     assert len(references) == 20
     base = lines(f"{root}/small/seed1/test/test.hyp") + lines(f"{root}/small/seed2/test/test.hyp")
     other = lines(f"{root}/narrow/seed1/test/test.hyp") + lines(f"{root}/narrow/seed2/test/test.hyp")
-    _, scores = PairedTest([("b", base), ("s", other)], {"BLEU": sacrebleu.metrics.BLEU()},
-                           [references * 2], test_type="bs")()
+    with report_lib._ties_count_as_extreme():
+        _, scores = PairedTest([("b", base), ("s", other)], {"BLEU": sacrebleu.metrics.BLEU()},
+                               [references * 2], test_type="bs")()
     pooled = row["significance"]["pooled"]
     assert pooled["bootstrap"]["bleu"] == pytest.approx(scores["BLEU"][1].p_value)
     for p in [pooled] + list(row["significance"]["per_seed"].values()):
         for test in ("bootstrap", "randomization"):
             assert 0 <= p[test]["bleu"] <= 1 and 0 <= p[test]["chrf"] <= 1
     assert set(row["significance"]["per_seed"]) == {"1", "2"}
+    assert row["significance"]["identical_outputs"] == [] and "(identical outputs)" not in text
+    assert "Null hypothesis: the system and the baseline are equally good" in text
 
     # The plots: PNGs, with one thin line per seed and a bold mean per system in each panel.
     assert report["plots"] == {"validation_bleu.png": 6, "validation_loss.png": 6,

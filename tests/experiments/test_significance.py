@@ -58,3 +58,12 @@ def test_sacrebleus_own_count_is_restored_after_the_tests():
     report._pvalues([("baseline", BASELINE), ("system", SYSTEM)], REFERENCES, "en", "")
     assert report.sacrebleu_significance._compute_p_value is before
     assert before(np.zeros(9), 0.0) == 0.1  # strictly greater: ties not counted
+
+
+def test_the_report_marks_p_values_of_identical_outputs():
+    p = {"bootstrap": {"bleu": 1.0, "chrf": 1.0}, "randomization": {"bleu": 1.0, "chrf": 1.0}}
+    row = {"significance": {"pooled": p, "per_seed": {"1": p, "2": p}, "identical_outputs": [2]}}
+    assert report._identical(row, 2) == " (identical outputs)"
+    assert report._identical(row, 1) == "" and report._identical(row, None) == ""
+    row["significance"]["identical_outputs"] = [1, 2]
+    assert report._identical(row, None) == " (identical outputs)"

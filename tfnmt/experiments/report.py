@@ -290,7 +290,8 @@ def _header(report):
                for name, own in report["system_decoding"].items()),
              "- p-values against the baseline: sacreBLEU's paired bootstrap resampling (bs, 1000 "
              "resamples) and paired approximate randomization (ar, 10000 trials), on the "
-             "translations of the seeds both systems completed, pooled; per seed below.", ""]
+             "translations of the seeds both systems completed, pooled; per seed below. "
+             f"Null hypothesis: {NULL_HYPOTHESIS}. Ties: {TIES}.", ""]
     if report.get("average_checkpoints"):
         lines.insert(-1, f"- ({averaged_label(report)}): the average of each run's last "
                      f"{report['average_checkpoints']} checkpoints (`tfnmt average`), scored the "
@@ -338,8 +339,8 @@ def _systems_table(report, blocks):
             pooled = (row.get("significance") or {}).get("pooled")
             p_bleu = p_chrf = "baseline" if name == report["baseline"] else "-"
             if pooled:
-                p_bleu = _p_pair(pooled, "bleu")
-                p_chrf = _p_pair(pooled, "chrf")
+                p_bleu = _p_pair(pooled, "bleu") + _identical(row, None)
+                p_chrf = _p_pair(pooled, "chrf") + _identical(row, None)
             parameters = "-" if row["parameters"] is None else f"{row['parameters']:,}"
             lines.append(
                 f"| {name}{suffix} | {parameters} "
@@ -353,6 +354,16 @@ def _systems_table(report, blocks):
     return lines
 
 
+def _identical(row, seed):
+    """" (identical outputs)" where the system translated exactly as the baseline: for `seed`,
+    or (None) for every seed pooled."""
+    significance = row.get("significance") or {}
+    identical = significance.get("identical_outputs", [])
+    seeds = [int(s) for s in significance.get("per_seed", {})]
+    same = seed in identical if seed is not None else bool(seeds) and sorted(identical) == sorted(seeds)
+    return " (identical outputs)" if same else ""
+
+
 def _seeds_table(report, blocks, split):
     lines = ["", "Per seed:", "", "| System | Seed | Step | BLEU | chrF | p BLEU (bs / ar) "
              "| p chrF (bs / ar) |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -361,12 +372,12 @@ def _seeds_table(report, blocks, split):
             test, step = _seed_scores(entry, averaged, split)
             if test is None:
                 continue
-            seed_p = ((block[entry["system"]].get("significance") or {})
-                      .get("per_seed", {}).get(str(entry["seed"])))
+            row = block[entry["system"]]
+            seed_p = (row.get("significance") or {}).get("per_seed", {}).get(str(entry["seed"]))
             p_bleu = p_chrf = "-"
             if seed_p:
-                p_bleu = _p_pair(seed_p, "bleu")
-                p_chrf = _p_pair(seed_p, "chrf")
+                p_bleu = _p_pair(seed_p, "bleu") + _identical(row, entry["seed"])
+                p_chrf = _p_pair(seed_p, "chrf") + _identical(row, entry["seed"])
             lines.append(f"| {entry['system']}{suffix} | {entry['seed']} | {step} "
                          f"| {test['bleu']:.2f} | {test['chrf']:.2f} | {p_bleu} | {p_chrf} |")
     return lines
