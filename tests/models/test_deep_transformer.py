@@ -14,6 +14,7 @@ from tfnmt.layers.multi_layer_attention import MultiLayerEncoderLayer
 from tfnmt.models import catalog
 from tfnmt.models import deep_transformer
 from tfnmt.objectives.diversity import layer_diversity
+from tfnmt.training.step import training_loss
 
 SMALL = dict(encoder_layers=3, decoder_layers=4, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0)
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
