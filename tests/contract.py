@@ -35,9 +35,11 @@ TINY = {
 }
 
 
-def tiny_model(name, source_vocab_size=50, target_vocab_size=60, **overrides):
-    """A built registered model at its TINY size."""
-    model = catalog.get(name)(source_vocab_size, target_vocab_size, **dict(TINY[name], **overrides))
+def tiny_model(name, source_vocab_size=50, target_vocab_size=60, label_smoothing=0.1,
+               **overrides):
+    """A built registered model at its TINY size, trainable with `label_smoothing`."""
+    model = catalog.get(name)(source_vocab_size, target_vocab_size, label_smoothing,
+                              **dict(TINY[name], **overrides))
     model.build_with_dummy_batch()
     return model
 

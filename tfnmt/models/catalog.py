@@ -42,7 +42,7 @@ def build(config):
     with fresh weights and every variable created."""
     cls = get(config["model"])
     model = cls(config["source_vocab_size"], config["target_vocab_size"],
-                label_smoothing=config.get("label_smoothing", 0.1), **config["hparams"])
+                label_smoothing=config.get("label_smoothing"), **config["hparams"])
     model.build_with_dummy_batch()
     return model
 

@@ -38,7 +38,7 @@ from tfnmt.models.registry import register
 class ConvEncoderSeq2Seq(EncoderDecoder):
     HPARAMS = {**ConvSentenceEncoderPart.HPARAMS, **ConditionalGRU.HPARAMS}
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
+    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
         self.encoder = ConvSentenceEncoderPart(h, source_vocab_size, name="encoder", scope=self.name)
@@ -53,7 +53,7 @@ class GRUEncoderDecoder(EncoderDecoder):
     """Cho et al. 2014: a GRU encoder whose last state is c, and the same decoder."""
     HPARAMS = {**GRUEncoder.HPARAMS, **ConditionalGRU.HPARAMS}
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
+    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
         self.encoder = GRUEncoder(h, source_vocab_size, name="encoder", scope=self.name)

@@ -1,0 +1,33 @@
+"""Each default is declared once: the options dataclasses hold the training and decoding
+defaults, the models and the search functions take values rather than repeating them, and the
+checks across fields run where the options are built."""
+
+import pytest
+import tensorflow as tf
+
+from contract import TINY, logits_of
+from tfnmt.errors import ConfigError
+from tfnmt.models import catalog
+
+SOURCE = tf.constant([[5, 6, 7, 3]])
+TARGET_IN = tf.constant([[2, 10, 11, 12]])
+TARGET_OUT = tf.constant([[10, 11, 12, 3]])
+
+
+def _config(**extra):
+    return dict(model="transformer", hparams=TINY["transformer"], source_vocab_size=50,
+                target_vocab_size=60, **extra)
+
+
+def test_a_model_takes_its_label_smoothing_from_the_config_and_repeats_no_default():
+    smoothed = catalog.build(_config(label_smoothing=0.25))
+    assert smoothed.label_smoothing == 0.25
+    # A config.json without the key (none that tfnmt wrote) still builds and decodes...
+    bare = catalog.build(_config())
+    bare.set_weights(smoothed.get_weights())
+    inputs = {"source": SOURCE, "target_in": TARGET_IN}
+    tf.debugging.assert_near(logits_of(bare(inputs)), logits_of(smoothed(inputs)))
+    # ...but has no training loss of its own choosing: `train` always records one.
+    assert bare.label_smoothing is None
+    with pytest.raises(ConfigError, match="without label_smoothing"):
+        bare.translation_loss(TARGET_OUT, logits_of(bare(inputs)))
