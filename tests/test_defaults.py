@@ -8,6 +8,7 @@ import tensorflow as tf
 from contract import TINY, logits_of
 from tfnmt.errors import ConfigError
 from tfnmt.models import catalog
+from tfnmt.training.options import TrainOptions
 
 SOURCE = tf.constant([[5, 6, 7, 3]])
 TARGET_IN = tf.constant([[2, 10, 11, 12]])
@@ -31,3 +32,22 @@ def test_a_model_takes_its_label_smoothing_from_the_config_and_repeats_no_defaul
     assert bare.label_smoothing is None
     with pytest.raises(ConfigError, match="without label_smoothing"):
         bare.translation_loss(TARGET_OUT, logits_of(bare(inputs)))
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(batch_size=8), "exactly one of --batch_tokens"),
+    (dict(batch_tokens=50), "--batch_tokens=50 cannot hold one sentence"),
+    (dict(best_metric="bleu", bleu_sentences=0), "--best_metric=bleu needs validation BLEU"),
+    (dict(optimizer="nag", learning_rate=0.25, lr_floor=0.5), "--lr_floor must be below"),
+    (dict(lr_shrink_mode="sometimes"), "choose one of on_rise, after_first_rise"),
+])
+def test_training_options_check_themselves_when_built(change, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainOptions(**change)
+
+
+def test_the_shrink_modes_are_the_options_choices():
+    from tfnmt.options import declared
+    from tfnmt.training import callbacks
+    choices = {field.name: c for field, _, _, c in declared(TrainOptions)}["lr_shrink_mode"]
+    assert callbacks.SHRINK_MODES is choices

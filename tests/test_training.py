@@ -125,7 +125,7 @@ def test_inverse_sqrt_schedule():
 def test_nag_shrinks_on_validation_rise_and_stops_below_the_floor():
     optimizer = make_optimizer("nag", 0.25, momentum=0.99, clip_norm=0.1)
     optimizer.build([keras.Variable(np.zeros(2, np.float32))])
-    control = ShrinkOnValidationRise(factor=0.1, floor=1e-2)
+    control = ShrinkOnValidationRise(factor=0.1, floor=1e-2, mode="on_rise")
     assert not control.update(optimizer, 3.0)
     assert not control.update(optimizer, 2.5)
     assert optimizer.learning_rate.numpy() == pytest.approx(0.25)

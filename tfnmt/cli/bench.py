@@ -33,7 +33,7 @@ from tfnmt.data import pipeline, sources
 from tfnmt.data.vocab import load_vocabs
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError
-from tfnmt.training.trainer import check_options, compiled_model, training_batching
+from tfnmt.training.trainer import compiled_model, training_batching
 
 
 
@@ -56,7 +56,6 @@ def bench_train():
     from tfnmt.cli.train import config_from_flags
     config, spec = config_from_flags()
     options = common.train_options()
-    check_options(options)
     # The same model, optimizer (beta_2, momentum, clipping), precision and stream as `train`.
     model = compiled_model(config, options)
     source_vocab, target_vocab = load_vocabs(FLAGS.model_dir)
