@@ -51,3 +51,15 @@ def test_the_shrink_modes_are_the_options_choices():
     from tfnmt.training import callbacks
     choices = {field.name: c for field, _, _, c in declared(TrainOptions)}["lr_shrink_mode"]
     assert callbacks.SHRINK_MODES is choices
+
+
+def test_the_search_functions_take_every_decoding_setting_without_defaults_of_their_own():
+    import inspect
+
+    from tfnmt.decoding import beam_search, ctc, sampling
+    for function in (beam_search.beam_search, beam_search.length_penalty, ctc.beam,
+                     beam_search.next_log_probs, sampling.search, sampling.sampler):
+        defaults = {name: p.default for name, p in inspect.signature(function).parameters.items()
+                    if p.default is not p.empty}
+        # `alignments` asks for the attention too; it is no DecodingOptions value.
+        assert set(defaults) <= {"alignments"}, (function.__name__, defaults)
