@@ -63,3 +63,55 @@ def test_the_search_functions_take_every_decoding_setting_without_defaults_of_th
                     if p.default is not p.empty}
         # `alignments` asks for the attention too; it is no DecodingOptions value.
         assert set(defaults) <= {"alignments"}, (function.__name__, defaults)
+
+
+def test_a_hyper_parameter_several_families_read_has_a_help_naming_each_meaning():
+    from tfnmt.cli import flags as flag_defs
+    from tfnmt.cli import verbs
+    help_text = flag_defs.FLAGS["dropout"].help
+    for models, meaning in [("ctc_nat, deep_transformer, transformer",
+                             "dropout on embeddings and sub-layer outputs"),
+                            ("convs2s, densenmt", "dropout on embeddings and layer inputs"),
+                            ("deepgru, deeplau", "dropout on the word embeddings"),
+                            ("conv_encoder, gru_encdec",
+                             "dropout on the word embeddings and on the maxout output")]:
+        assert f"{models}: {meaning}" in help_text
+    # hybrid reads its encoder's or decoder's, whichever it is told to use.
+    assert "hybrid: its chosen part's" in help_text
+    listed = " ".join(verbs.help_text("train", flag_defs.FLAGS).split())
+    assert "convs2s 0.2" in listed and "gru_encdec 0.0" in listed and "transformer 0.1" in listed
+    # A name every model declares alike keeps its one help.
+    assert flag_defs.FLAGS["attention_dropout"].help == "[model] dropout on attention weights"
+
+
+def test_parts_that_share_a_name_share_its_declaration():
+    from tfnmt.layers import hparams
+    from tfnmt.models.catalog import MODELS
+    shared = {"dropout": hparams.DROPOUT, "embed_dim": hparams.EMBED_DIM,
+              "attention_dim": hparams.ATTENTION_DIM}
+    for cls in MODELS.values():
+        for name, base in shared.items():
+            if name in cls.HPARAMS:
+                spec = cls.HPARAMS[name]
+                assert (spec.kind, spec.bounds) == (base.kind, base.bounds), (cls, name)
+
+
+def test_no_module_below_the_cli_defines_or_parses_flags():
+    import ast
+    import os
+
+    from conftest import REPO
+    found = []
+    for directory, _, files in os.walk(os.path.join(REPO, "tfnmt")):
+        for name in files:
+            path = os.path.join(directory, name)
+            if not name.endswith(".py") or os.path.relpath(path, REPO).startswith(
+                    os.path.join("tfnmt", "cli")):
+                continue
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                if isinstance(node, ast.ImportFrom) and node.module == "absl" and any(
+                        a.name == "flags" for a in node.names):
+                    found.append(os.path.relpath(path, REPO))
+                if isinstance(node, ast.Import) and any(a.name == "absl.flags" for a in node.names):
+                    found.append(os.path.relpath(path, REPO))
+    assert found == []

@@ -16,8 +16,8 @@ from tfnmt.decoding.options import DecodingOptions
 from tfnmt.evaluation.options import ScoringOptions
 from tfnmt.exporters.options import ExportOptions
 from tfnmt.experiments.options import ExperimentOptions
-from tfnmt.models import catalog
-from tfnmt.ranges import NumberParser
+from tfnmt.cli import hparams
+from tfnmt.cli.parsers import NumberParser
 from tfnmt.serving.options import BatchingOptions, ClientOptions, ServeOptions
 from tfnmt.training.options import TrainOptions
 
@@ -150,5 +150,5 @@ _group("bench", "benchmark")
 options(BenchOptions)
 
 # --- model hyper-parameters: one flag per name declared by any registered model ----------------
-HPARAM_NAMES = catalog.define_hparam_flags()
+HPARAM_NAMES = hparams.define_flags()
 GROUPS["model"] += HPARAM_NAMES

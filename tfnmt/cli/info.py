@@ -3,6 +3,7 @@
 import os
 
 from tfnmt import model_dir as model_dir_lib
+from tfnmt.cli import hparams
 from tfnmt.cli.flags import FLAGS
 from tfnmt.models import catalog
 
@@ -44,7 +45,7 @@ def run():
         note = f"trained model in {FLAGS.model_dir}"
     elif FLAGS.model:
         cls = catalog.get(FLAGS.model)
-        config = {"model": FLAGS.model, "hparams": catalog.hparams_from_flags(cls),
+        config = {"model": FLAGS.model, "hparams": hparams.from_flags(cls),
                   "source_vocab_size": FLAGS.vocab_size, "target_vocab_size": FLAGS.vocab_size}
         note = f"not trained yet: vocabularies assumed {FLAGS.vocab_size:,} per side (--vocab_size)"
     elif FLAGS.model_dir:

@@ -9,7 +9,7 @@ import shutil
 from absl import logging
 
 from tfnmt import model_dir as model_dir_lib
-from tfnmt.cli import common, evaluate, vocab
+from tfnmt.cli import common, evaluate, hparams as hparam_flags, vocab
 from tfnmt.cli.flags import FLAGS
 from tfnmt.data import vocab as vocab_lib
 from tfnmt.errors import ConfigError, DataError
@@ -31,7 +31,7 @@ def config_from_flags(build_vocab=True):
     if not model_name:
         common.require("model")
     cls = catalog.get(model_name)
-    hparams = catalog.hparams_from_flags(cls)
+    hparams = hparam_flags.from_flags(cls)
     if saved and not FLAGS.model:
         hparams = dict(saved["hparams"], **{k: v for k, v in hparams.items() if FLAGS[k].present})
     spec = common.data_spec(saved)
