@@ -115,3 +115,69 @@ def test_no_module_below_the_cli_defines_or_parses_flags():
                 if isinstance(node, ast.Import) and any(a.name == "absl.flags" for a in node.names):
                     found.append(os.path.relpath(path, REPO))
     assert found == []
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(quantize="dynamic"), "--quantize applies to --format=tflite only"),
+    (dict(format="ctranslate2", quantize="float16"),
+     "--quantize does not apply to --format=ctranslate2"),
+    (dict(format="onnx"), "--format='onnx': choose one of saved_model, tflite, ctranslate2"),
+])
+def test_export_options_check_themselves_when_built(change, message):
+    from tfnmt.exporters.options import ExportOptions
+    with pytest.raises(ConfigError, match=message):
+        ExportOptions(**change)
+    assert ExportOptions(format="tflite", quantize="dynamic").quantize == "dynamic"
+
+
+def _cli_sources():
+    import ast
+    import glob
+    import os
+
+    from conftest import REPO
+    for path in sorted(glob.glob(os.path.join(REPO, "tfnmt", "cli", "*.py"))):
+        yield os.path.basename(path), ast.parse(open(path, encoding="utf-8").read())
+
+
+def test_the_verbs_read_typed_options_not_flag_values():
+    """cli/flags.py turns the flags into the options dataclasses (`read`); a verb reads those.
+    Left: main.py parses, experiment.py forwards the flags themselves to each run."""
+    import ast
+
+    from tfnmt.cli import flags as flag_defs
+    names = {name for group in flag_defs.GROUPS.values() for name in group}
+    reads = []
+    for name, tree in _cli_sources():
+        if name in ("flags.py", "hparams.py"):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "FLAGS" and node.attr in names):
+                reads.append(f"{name}:{node.lineno} FLAGS.{node.attr}")
+            if (isinstance(node, ast.Attribute) and node.attr == "value"
+                    and isinstance(node.value, ast.Subscript)
+                    and getattr(node.value.value, "id", None) == "FLAGS"):
+                reads.append(f"{name}:{node.lineno} FLAGS[...].value")
+    assert reads == []
+
+
+def test_no_function_of_the_cli_is_longer_than_60_lines():
+    import ast
+    long = [f"{name}:{node.name} {node.end_lineno - node.lineno + 1}"
+            for name, tree in _cli_sources() for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > 60]
+    assert long == []
+
+
+def test_the_backend_factory_takes_the_declared_options():
+    import inspect
+
+    from tfnmt.serving import backends
+    from tfnmt.serving.options import ClientOptions, ExportedModelOptions
+    defaults = {name: p.default for name, p in
+                inspect.signature(backends.open_backend).parameters.items()}
+    assert defaults["export"] == ExportedModelOptions() and defaults["client"] == ClientOptions()
+    for function in (backends.from_export, backends.from_server):
+        assert all(p.default is p.empty
+                   for p in inspect.signature(function).parameters.values()), function

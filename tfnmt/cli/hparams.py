@@ -58,9 +58,8 @@ def define_flags(flag_values=flags.FLAGS):
     return names
 
 
-def from_flags(cls, flag_values=flags.FLAGS):
-    """The hyper-parameters of model class `cls`: its defaults overridden by the flags the user
-    set."""
+def set_by_flags(cls, flag_values=flags.FLAGS):
+    """{name: value} of the hyper-parameters the user set, all of model class `cls`."""
     given = {}
     for name in catalog.hparam_names():
         value = flag_values[name].value
@@ -69,4 +68,10 @@ def from_flags(cls, flag_values=flags.FLAGS):
         if name not in cls.HPARAMS:
             raise ConfigError(f"--{name} is not a hyper-parameter of model {cls.registry_name!r}")
         given[name] = value
-    return cls.with_defaults(given)
+    return given
+
+
+def from_flags(cls, flag_values=flags.FLAGS):
+    """The hyper-parameters of model class `cls`: its defaults overridden by the flags the user
+    set."""
+    return cls.with_defaults(set_by_flags(cls, flag_values))

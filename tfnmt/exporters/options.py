@@ -1,9 +1,10 @@
 """What `tfnmt export` writes and where: declared once, the flags generated from these fields
-(cli/flags.py)."""
+(cli/flags.py); the settings that exclude each other are refused when the options are built."""
 
 import dataclasses
 
-from tfnmt.options import option
+from tfnmt.errors import ConfigError
+from tfnmt.options import check, option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,3 +20,11 @@ class ExportOptions:
     export_name: str = option("", "Served model name (default: the model's registry name).")
     export_version: int = option(
         0, "Version directory (0 = one more than the newest there).", bounds=">= 0")
+
+    def __post_init__(self):
+        check(self)  # each value in its range before the checks across values
+        if self.format == "ctranslate2" and self.quantize != "none":
+            raise ConfigError("--quantize does not apply to --format=ctranslate2: CTranslate2 "
+                              "chooses it when it translates (README: CTranslate2)")
+        if self.quantize != "none" and self.format != "tflite":
+            raise ConfigError("--quantize applies to --format=tflite only")
