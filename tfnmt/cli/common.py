@@ -84,10 +84,6 @@ class TranslatorSource:
     client: ClientOptions
     decoding: DecodingOptions = None
 
-    @property
-    def checkpoint(self):
-        return not (self.client.server or self.export.saved_model)
-
 
 def translator_source():
     """The TranslatorSource the flags give; the decoding flags are read with a checkpoint only."""

@@ -8,7 +8,7 @@ The type is the default's. A number needs `bounds` (a tfnmt/ranges.py range), a 
 `choices`. An encoder or decoder declares what it reads (its HPARAMS), a model the union of its
 parts' and its own; a name several parts or models read is declared once and shared, a model
 that wants another default or help says so with `.but(default=...)`. Every name becomes a flag
-(models/catalog.py), and `check` holds a value to its declaration: no model writes range or
+(cli/hparams.py), and `check` holds a value to its declaration: no model writes range or
 choice checks of its own.
 """
 
