@@ -181,3 +181,16 @@ def test_the_backend_factory_takes_the_declared_options():
     for function in (backends.from_export, backends.from_server):
         assert all(p.default is p.empty
                    for p in inspect.signature(function).parameters.values()), function
+
+
+def test_the_optimizer_and_the_tflite_converter_take_the_declared_options():
+    import inspect
+
+    from tfnmt.exporters import options as export_options
+    from tfnmt.exporters import tflite
+    from tfnmt.training.optimizers import make_optimizer
+    assert list(inspect.signature(make_optimizer).parameters) == ["options", "epsilon"]
+    nag = make_optimizer(TrainOptions(optimizer="nag", learning_rate=0.5))
+    assert nag.nesterov and float(nag.momentum) == pytest.approx(TrainOptions.momentum)
+    assert inspect.signature(tflite.convert).parameters["quantize"].default is inspect._empty
+    assert tflite.QUANTIZATIONS is export_options.QUANTIZATIONS

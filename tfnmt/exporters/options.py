@@ -6,6 +6,9 @@ import dataclasses
 from tfnmt.errors import ConfigError
 from tfnmt.options import check, option
 
+# TFLite weights (exporters/tflite.py convert).
+QUANTIZATIONS = ("none", "dynamic", "float16")
+
 
 @dataclasses.dataclass(frozen=True)
 class ExportOptions:
@@ -15,7 +18,7 @@ class ExportOptions:
         "CTranslate2 model of a plain transformer (SentencePiece model beside it; pip install "
         "-e \".[ctranslate2]\").", choices=("saved_model", "tflite", "ctranslate2"))
     quantize: str = option("none", "TFLite weights: float32, dynamic-range int8, or float16.",
-                           choices=("none", "dynamic", "float16"))
+                           choices=QUANTIZATIONS)
     export_dir: str = option(None, "Export base directory; the model goes to DIR/NAME/VERSION.")
     export_name: str = option("", "Served model name (default: the model's registry name).")
     export_version: int = option(

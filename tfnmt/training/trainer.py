@@ -62,9 +62,7 @@ def compiled_model(config, options):
     if options.deterministic:
         tf.config.experimental.enable_op_determinism()
     model = catalog.build(config)
-    optimizer = make_optimizer(options.optimizer, options.learning_rate,
-                               warmup_steps=options.warmup_steps, beta_2=options.adam_beta2,
-                               momentum=options.momentum, clip_norm=options.clip_norm)
+    optimizer = make_optimizer(options)
     model.compile(optimizer=optimizer, jit_compile=options.jit_compile)
     model.optimizer.build(model.trainable_variables)
     return model
