@@ -13,8 +13,7 @@ from absl import logging
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.evaluation import bleu
 from tfnmt.objectives.replicas import TOTAL_PREFIX
-from tfnmt.training.checkpoints import BEST_METRICS
-from tfnmt.training.options import SHRINK_MODES
+from tfnmt.training.options import BEST_METRICS, SHRINK_MODES
 
 
 def current_step(model):

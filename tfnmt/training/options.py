@@ -10,6 +10,8 @@ from tfnmt.options import check, option
 
 # How the NAG lr shrinks (training/callbacks.py ShrinkOnValidationRise).
 SHRINK_MODES = ('on_rise', 'after_first_rise')
+# Validation metrics that can rank the best checkpoints, and whether higher is better.
+BEST_METRICS = {'loss': False, 'bleu': True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +66,7 @@ class TrainOptions:
     best_metric: str = option(
         'loss', 'Validation metric that ranks the best checkpoints (best/, `average '
         '--average_from=best`, `--checkpoint=best`): loss, or BLEU on --bleu_sentences.',
-        choices=('loss', 'bleu'))
+        choices=tuple(BEST_METRICS))
     early_stopping_patience: int = option(
         0, 'Stop after N validations in a row that do not improve on the best --best_metric so '
         'far (0 = off); a resumed run remembers the count.',
