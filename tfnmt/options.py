@@ -44,14 +44,18 @@ def kind(field):
     return names.get(field.type, field.type) if isinstance(field.type, str) else field.type
 
 
+def check_value(field, bounds, choices, value):
+    """Raises ConfigError, as `--name=value`, for a value outside the field's declaration."""
+    if bounds is not None and value not in bounds:
+        raise ConfigError(f"--{field.name}={value}: must be {bounds.describe(kind(field))}")
+    if choices and value not in choices:
+        raise ConfigError(f"--{field.name}={value!r}: choose one of {', '.join(choices)}")
+
+
 def check(instance):
     """Raises ConfigError naming the first value outside its declaration, as `--name=value`."""
     for field, _, bounds, choices in declared(type(instance)):
-        value = getattr(instance, field.name)
-        if bounds is not None and value not in bounds:
-            raise ConfigError(f"--{field.name}={value}: must be {bounds.describe(kind(field))}")
-        if choices and value not in choices:
-            raise ConfigError(f"--{field.name}={value!r}: choose one of {', '.join(choices)}")
+        check_value(field, bounds, choices, getattr(instance, field.name))
     return instance
 
 

@@ -11,8 +11,6 @@ The same object checks values (flag parsing, model configs) and describes them (
 import math
 import re
 
-from absl import flags
-
 _BOUND = r"\s*(-?inf|-?[0-9.eE+-]+)\s*"
 _INTERVAL = re.compile(r"^\s*([\[(])" + _BOUND + "," + _BOUND + r"([\])])\s*$")
 _HALF = re.compile(r"^\s*(>=|>|<=|<)" + _BOUND + "$")
@@ -81,23 +79,3 @@ def _number(text):
 
 def _text(value):
     return str(int(value)) if float(value).is_integer() else repr(value)
-
-
-class NumberParser(flags.ArgumentParser):
-    """absl parser of an integer or float flag in a Range: an out-of-range value stops parsing
-    with 'flag --NAME=VALUE: must be an integer >= 1' (absl adds the flag and value)."""
-
-    def __init__(self, kind, bounds):
-        self.kind = kind
-        self.range = bounds
-        self._number = flags.IntegerParser() if kind is int else flags.FloatParser()
-        self.syntactic_help = bounds.describe(kind)
-
-    def parse(self, argument):
-        value = self._number.parse(argument)
-        if value not in self.range:
-            raise ValueError(f"must be {self.syntactic_help}")
-        return value
-
-    def flag_type(self):
-        return self._number.flag_type()

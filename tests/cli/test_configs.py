@@ -27,15 +27,15 @@ def test_config_builds_its_model(path, monkeypatch):
     monkeypatch.chdir(REPO)  # flagfiles include shared recipes by paths from the repository root
     from tfnmt.cli.flags import FLAGS
     from tfnmt.models import catalog
+    from tfnmt.cli import hparams as hparam_flags
     from tfnmt.cli.flags import read
     from tfnmt.training.options import TrainOptions
-    from tfnmt.training.trainer import check_options
     FLAGS.unparse_flags()
     FLAGS(["tfnmt", f"--flagfile={path}"])
     try:
         cls = catalog.get(FLAGS.model)
-        hparams = catalog.hparams_from_flags(cls)
-        check_options(read(TrainOptions))
+        hparams = hparam_flags.from_flags(cls)
+        read(TrainOptions)  # its __post_init__ checks the settings across fields
         key = (FLAGS.model, repr(sorted(hparams.items())))
         if key not in _BUILT:
             model = cls(100, 100, **hparams)

@@ -15,7 +15,7 @@ def _error(capsys):
 
 def test_every_numeric_flag_declares_its_range():
     from tfnmt.cli.flags import FLAGS, GROUPS
-    from tfnmt.ranges import NumberParser
+    from tfnmt.cli.parsers import NumberParser
     ours = [name for names in GROUPS.values() for name in names]
     numeric = [n for n in ours if FLAGS[n].parser.flag_type() in ("int", "float")]
     assert len(numeric) > 60

@@ -42,7 +42,7 @@ def _table(rows):
 
 def _decode(model, limits, beam, alpha=0.0, n_best=1, mode="gnmt"):
     memory = {"x": tf.zeros([len(limits), 1])}
-    return beam_search(model, memory, tf.constant(limits), beam, alpha, mode, n_best)
+    return beam_search(model, memory, tf.constant(limits), beam, alpha, mode, n_best, 0)
 
 
 def test_beam_finds_what_greedy_misses():
@@ -65,7 +65,7 @@ def test_length_penalty_prefers_longer_hypotheses():
     long, score = _decode(model, [5], beam=2, alpha=2.0)
     assert short.numpy()[0, 0].tolist()[0] == 0  # empty hypothesis: eos first
     assert long.numpy()[0, 0].tolist()[:2] == [4, 5]
-    expected = math.log(0.5 * 0.9) / length_penalty(3, 2.0).numpy()
+    expected = math.log(0.5 * 0.9) / length_penalty(3, 2.0, "gnmt").numpy()
     np.testing.assert_allclose(score.numpy()[0, 0], expected, rtol=1e-4)
 
 
@@ -117,9 +117,9 @@ def test_a_sentence_leaves_the_batch_when_its_result_is_final(beam):
     memory = {"length": tf.constant([2, 6, 4])}
     limits = tf.constant([10, 10, 10])
     if beam == 1:
-        ids, _ = search(model, memory, limits)
+        ids, _ = greedy(model, memory, limits)
     else:
-        ids, _ = beam_search(model, memory, limits, beam, 0.6)
+        ids, _ = beam_search(model, memory, limits, beam, 0.6, "gnmt", 1, 0)
     assert [len(_tokens(row)) for row in ids.numpy()[:, 0]] == [1, 5, 3]
     assert model.rows == [3 * beam] * 2 + [2 * beam] * 2 + [beam] * 2
 
@@ -159,8 +159,19 @@ LOOPING = _table({2: {4: 0.9, 6: 0.1}, 4: {5: 0.8, 6: 0.1, 7: 0.1}, 5: {4: 0.8, 
                   6: {4: 0.5, 7: 0.5}, 7: {5: 0.5, 6: 0.5}})
 
 
-def sample(model, memory, limits, topk=0, temperature=1.0, seed=0, **kwargs):
-    return search(model, memory, limits, sampler(topk, temperature, seed), **kwargs)
+# The search functions take every setting; the tests use the declared defaults where they do
+# not choose one.
+D = DecodingOptions()
+
+
+def greedy(model, memory, limits, choose=None, alpha=D.length_penalty,
+           no_repeat_ngram_size=D.no_repeat_ngram_size):
+    return search(model, memory, limits, choose, alpha, D.length_penalty_mode, no_repeat_ngram_size)
+
+
+def sample(model, memory, limits, topk=D.sampling_topk, temperature=D.sampling_temperature,
+           seed=D.sampling_seed, **kwargs):
+    return greedy(model, memory, limits, sampler(topk, temperature, seed), **kwargs)
 
 
 def _repeats(tokens, n):
@@ -180,12 +191,12 @@ def test_no_repeat_ngram_size_stops_a_loop_in_beam_and_greedy_search(n):
         loops, _ = _decode(model, [12], beam=beam, alpha=1.0)
         assert _repeats(_tokens(loops.numpy()[0, 0]), n)
         ids, _ = beam_search(model, {"x": tf.zeros([1, 1])}, tf.constant([12]), beam, 1.0,
-                             n_best=beam, no_repeat_ngram_size=n)
+                             "gnmt", beam, n)
         for hypothesis in ids.numpy()[0]:
             assert not _repeats(_tokens(hypothesis), n), (beam, hypothesis)
-    loops, _ = search(model, {"x": tf.zeros([1, 1])}, tf.constant([12]))
+    loops, _ = greedy(model, {"x": tf.zeros([1, 1])}, tf.constant([12]))
     assert _repeats(_tokens(loops.numpy()[0, 0]), n)
-    ids, _ = search(model, {"x": tf.zeros([1, 1])}, tf.constant([12]), no_repeat_ngram_size=n)
+    ids, _ = greedy(model, {"x": tf.zeros([1, 1])}, tf.constant([12]), no_repeat_ngram_size=n)
     assert not _repeats(_tokens(ids.numpy()[0, 0]), n)
     # With 5 ordinary tokens (unk, 4-7) and no 1-gram repeated, eos comes after at most 5.
     if n == 1:
@@ -210,9 +221,9 @@ def test_greedy_search_takes_the_most_likely_token_and_sampling_top1_is_greedy()
     model = _random_model(0)
     memory = {"x": tf.zeros([5, 1])}
     limits = tf.constant([3, 6, 9, 12, 20])
-    greedy, greedy_scores = search(model, memory, limits, alpha=0.0)
+    best, best_scores = greedy(model, memory, limits, alpha=0.0)
     table = model.table.numpy()
-    for row, limit, score in zip(greedy.numpy()[:, 0], limits.numpy(), greedy_scores.numpy()[:, 0]):
+    for row, limit, score in zip(best.numpy()[:, 0], limits.numpy(), best_scores.numpy()[:, 0]):
         tokens, last, total = _tokens(row), 2, 0.0
         for i, token in enumerate(tokens + [EOS_ID]):
             allowed = table[last].copy()
@@ -226,8 +237,8 @@ def test_greedy_search_takes_the_most_likely_token_and_sampling_top1_is_greedy()
         np.testing.assert_allclose(score, total, rtol=1e-5)
     for seed in (0, 1):
         sampled, scores = sample(model, memory, limits, topk=1, seed=seed, alpha=0.0)
-        np.testing.assert_array_equal(sampled.numpy(), greedy.numpy())
-        np.testing.assert_allclose(scores.numpy(), greedy_scores.numpy(), rtol=1e-5)
+        np.testing.assert_array_equal(sampled.numpy(), best.numpy())
+        np.testing.assert_allclose(scores.numpy(), best_scores.numpy(), rtol=1e-5)
 
 
 def test_sampling_is_reproducible_by_seed_and_varies_across_seeds():

@@ -184,16 +184,19 @@ def test_one_factory_opens_every_backend_behind_one_interface(trained_model, exp
     from tfnmt.errors import ConfigError
     from tfnmt.serving import backends
     from tfnmt.serving.client import RemoteTranslator
-    config, backend = backends.open_backend(saved_model=exported[1])
+    from tfnmt.serving.options import ClientOptions, ExportedModelOptions
+    config, backend = backends.open_backend(export=ExportedModelOptions(saved_model=exported[1]))
     assert isinstance(backend, saved_model.SavedModelTranslator) and config["model"] == "transformer"
     config, backend = backends.open_backend(model_dir=trained_model,
                                             options=DecodingOptions(beam_size=2))
     assert isinstance(backend, Translator) and backend.beam_size == 2 and config["model"]
-    config, backend = backends.open_backend(server="http://127.0.0.1:9", served_model="tiny")
+    config, backend = backends.open_backend(client=ClientOptions(server="http://127.0.0.1:9",
+                                                                  served_model="tiny"))
     assert isinstance(backend, RemoteTranslator) and config is None
     assert isinstance(backend, Backend)
     with pytest.raises(ConfigError, match="drop --saved_model/--model_dir"):
-        backends.open_backend(server="http://127.0.0.1:9", model_dir=trained_model)
+        backends.open_backend(client=ClientOptions(server="http://127.0.0.1:9"),
+                              model_dir=trained_model)
 
 
 def test_a_tflite_export_refuses_n_best(trained_model, tmp_path, capsys):

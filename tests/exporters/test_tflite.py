@@ -130,7 +130,8 @@ def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, mo
     monkeypatch.setattr(model, "step", lambda ids, t, state, memory: (
         tf.math.digamma(step(ids, t, state, memory)[0]), step(ids, t, state, memory)[1]))
     with pytest.raises(ConfigError, match=r"'densenmt' cannot be converted to TFLite: .*tf\.Digamma"):
-        tflite.convert(Translator(model, source_vocab, target_vocab, DecodingOptions(beam_size=1)))
+        tflite.convert(Translator(model, source_vocab, target_vocab, DecodingOptions(beam_size=1)),
+                       "none")
 
 
 def test_quantize_needs_the_tflite_format(dense_model, tmp_path, capsys):

@@ -22,6 +22,7 @@ from tfnmt.models import catalog
 from tfnmt.decoding.shared import split_shared, with_shared
 from tfnmt.training import checkpoints, step
 from tfnmt.training.checkpoints import Checkpoints, trackables
+from tfnmt.training.options import TrainOptions
 from tfnmt.training.optimizers import make_optimizer
 
 SOURCE = tf.constant([[5, 6, 7, 3, 0, 0], [8, 9, 3, 0, 0, 0]])
@@ -89,7 +90,8 @@ def _compiled(name):
     model = tiny_model(name)
     # As the trainer does: under mixed_float16 Keras wraps it in a LossScaleOptimizer.
     # Eagerly: tracing a train step per model and policy would cost most of this test's time.
-    step.compile(model, make_optimizer("adam", 1e-3, warmup_steps=0, clip_norm=1.0),
+    step.compile(model, make_optimizer(TrainOptions(learning_rate=1e-3, warmup_steps=0,
+                                                    clip_norm=1.0)),
                  run_eagerly=True)
     model.optimizer.build(model.trainable_variables)
     return model
@@ -209,7 +211,8 @@ def test_every_model_runs_on_tflite_as_in_process(untrained, trained_model, tmp_
         if not model.autoregressive:
             with pytest.raises(ConfigError, match="CTCBeamSearchDecoder"):
                 tflite.convert(Translator(model, source_vocab, target_vocab,
-                                          DecodingOptions(beam_size=2, max_decode_length=8)))
+                                          DecodingOptions(beam_size=2, max_decode_length=8)),
+                               "none")
         translator = Translator(model, source_vocab, target_vocab,
                                 DecodingOptions(beam_size=1, max_decode_length=8))
         phone = tflite.TFLiteTranslator(tflite.export(translator, trained_model, str(tmp_path), name, 1))

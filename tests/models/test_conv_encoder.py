@@ -14,6 +14,7 @@ from conftest import multi30k_lines, run_cli
 from contract import assert_incremental_equals_teacher_forcing, overfit_export_and_compare
 from tfnmt.data.vocab import EOS_ID, PAD_ID
 from tfnmt.decoding import chunking
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError
 from tfnmt.exporters import tflite
@@ -37,7 +38,7 @@ TINY = {
 
 
 def conv_model(kind, **overrides):
-    model = catalog.get("conv_encoder")(50, 60, **dict(TINY[kind], **overrides))
+    model = catalog.get("conv_encoder")(50, 60, label_smoothing=0.1, **dict(TINY[kind], **overrides))
     model.build_with_dummy_batch()
     return model
 
@@ -392,13 +393,9 @@ def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, mu
     assert len(reported) == 1 and reported[0].endswith(", 13"), reported
     # The long line's translation is its chunks' translations joined, and every chunk adds words.
     from tfnmt.cli.common import load_translator
-    from tfnmt.cli.flags import FLAGS
-    FLAGS.unparse_flags()
-    FLAGS(["tfnmt", f"--model_dir={model_dir}", "--beam_size=3"])
-    try:
-        _, translator = load_translator()
-    finally:
-        FLAGS.unparse_flags()
+    from tfnmt.cli.options import ModelDirOptions
+    _, translator = load_translator(ModelDirOptions(model_dir=str(model_dir)),
+                                    DecodingOptions(beam_size=3))
     source, lengths = translator.tokenize(tf.constant([long]))
     assert lengths.numpy()[0] > 62  # at least three chunks
     chunks, chunk_lengths, _ = chunking.split(source, lengths, 32)

@@ -11,6 +11,7 @@ from conftest import events, run_cli, synthetic_pairs, tiny_train_flags
 from tfnmt.data import pipeline, vocab
 from tfnmt.training import checkpoints
 from tfnmt.training.callbacks import ShrinkOnValidationRise
+from tfnmt.training.options import TrainOptions
 from tfnmt.training.optimizers import make_optimizer
 
 
@@ -54,7 +55,8 @@ def test_validate_per_epoch_validates_right_after_each_epoch_ends(corpus, tmp_pa
 
 
 def test_after_first_rise_the_lr_shrinks_at_every_validation_and_survives_a_restart():
-    optimizer = make_optimizer("nag", 0.25, momentum=0.99, clip_norm=0.1)
+    optimizer = make_optimizer(TrainOptions(optimizer="nag", learning_rate=0.25, momentum=0.99,
+                                            clip_norm=0.1))
     optimizer.build([keras.Variable(np.zeros(2, np.float32))])
     control = ShrinkOnValidationRise(0.1, 1e-4, mode="after_first_rise", initial_learning_rate=0.25)
     assert not control.update(optimizer, 3.0)
@@ -73,7 +75,7 @@ def test_after_first_rise_the_lr_shrinks_at_every_validation_and_survives_a_rest
 
 
 def test_on_rise_mode_shrinks_only_when_the_loss_rises():
-    optimizer = make_optimizer("nag", 0.25)
+    optimizer = make_optimizer(TrainOptions(optimizer="nag", learning_rate=0.25))
     optimizer.build([keras.Variable(np.zeros(2, np.float32))])
     control = ShrinkOnValidationRise(0.1, 1e-4, mode="on_rise", initial_learning_rate=0.25)
     for loss in (3.0, 3.1, 2.0, 1.9):

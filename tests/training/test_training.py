@@ -13,6 +13,7 @@ from tfnmt import model_dir as model_dir_lib
 from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 from tfnmt.training.callbacks import ShrinkOnValidationRise
+from tfnmt.training.options import TrainOptions
 from tfnmt.training.optimizers import InverseSqrtSchedule, make_optimizer
 
 
@@ -123,9 +124,10 @@ def test_inverse_sqrt_schedule():
 
 
 def test_nag_shrinks_on_validation_rise_and_stops_below_the_floor():
-    optimizer = make_optimizer("nag", 0.25, momentum=0.99, clip_norm=0.1)
+    optimizer = make_optimizer(TrainOptions(optimizer="nag", learning_rate=0.25, momentum=0.99,
+                                            clip_norm=0.1))
     optimizer.build([keras.Variable(np.zeros(2, np.float32))])
-    control = ShrinkOnValidationRise(factor=0.1, floor=1e-2)
+    control = ShrinkOnValidationRise(factor=0.1, floor=1e-2, mode="on_rise")
     assert not control.update(optimizer, 3.0)
     assert not control.update(optimizer, 2.5)
     assert optimizer.learning_rate.numpy() == pytest.approx(0.25)
@@ -136,7 +138,7 @@ def test_nag_shrinks_on_validation_rise_and_stops_below_the_floor():
 
 
 def test_adadelta_uses_the_deeplau_setting():
-    optimizer = make_optimizer("adadelta", 1.0)
+    optimizer = make_optimizer(TrainOptions(optimizer="adadelta", learning_rate=1.0))
     assert optimizer.rho == 0.95 and optimizer.epsilon == 1e-6
 
 

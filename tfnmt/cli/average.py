@@ -12,8 +12,8 @@ from absl import logging
 
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.cli import common
-from tfnmt.cli.flags import FLAGS
-from tfnmt.cli.options import AverageOptions
+from tfnmt.cli.flags import read
+from tfnmt.cli.options import AverageOptions, ModelDirOptions
 from tfnmt.data import vocab
 from tfnmt.errors import CheckpointError, ConfigError
 from tfnmt.exporters import versions
@@ -21,7 +21,7 @@ from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 
 
-def average_checkpoints(model_dir, output_dir, num, which=AverageOptions.average_from):
+def average_checkpoints(model_dir, output_dir, num, which):
     """Writes output_dir (config, vocabulary, one checkpoint of averaged weights); returns the
     checkpoint path and the averaged paths. output_dir appears complete or not at all."""
     if os.path.abspath(output_dir) == os.path.abspath(model_dir):
@@ -64,13 +64,14 @@ def _write_model_dir(directory, model, config, model_dir, step):
 
 
 def run():
-    common.require("model_dir", "output_dir")
-    common.check_output_dir(FLAGS.output_dir, "output_dir")
-    path, averaged = average_checkpoints(FLAGS.model_dir, FLAGS.output_dir, FLAGS.num_checkpoints,
-                                         FLAGS.average_from)
+    where, average = read(ModelDirOptions), read(AverageOptions)
+    common.require(model_dir=where.model_dir, output_dir=average.output_dir)
+    common.check_output_dir(average.output_dir, "output_dir")
+    path, averaged = average_checkpoints(where.model_dir, average.output_dir,
+                                         average.num_checkpoints, average.average_from)
     logging.info("averaged %d checkpoints: %s", len(averaged), ", ".join(averaged))
-    if FLAGS.average_from == "best":
-        for entry in checkpoints.read_best_index(FLAGS.model_dir)[: len(averaged)]:
+    if average.average_from == "best":
+        for entry in checkpoints.read_best_index(where.model_dir)[: len(averaged)]:
             logging.info("  step %d: %s", entry["step"], "  ".join(
                 f"validation {k} {v:.4f}" for k, v in entry.items() if k not in ("step", "path")))
     print(path)

@@ -28,12 +28,16 @@ import numpy as np
 import tensorflow as tf
 
 from tfnmt.cli import common
-from tfnmt.cli.flags import FLAGS
+from tfnmt.cli.flags import read, read_fields
+from tfnmt.cli.options import BenchOptions, TranslationOptions
 from tfnmt.data import pipeline, sources
+from tfnmt.data.options import DataOptions
 from tfnmt.data.vocab import load_vocabs
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError
-from tfnmt.training.trainer import check_options, compiled_model, training_batching
+from tfnmt.exporters.options import ExportOptions
+from tfnmt.serving.options import ClientOptions, ExportedModelOptions
+from tfnmt.training.trainer import compiled_model, training_batching
 
 
 
@@ -52,54 +56,56 @@ def peak_rss_mb():
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def bench_train():
-    from tfnmt.cli.train import config_from_flags
-    config, spec = config_from_flags()
-    options = common.train_options()
-    check_options(options)
+def bench_train(bench):
+    from tfnmt.cli.train import model_config, new_model_from_flags
+    new = new_model_from_flags()
+    config, spec = model_config(new)
+    options = new.train
     # The same model, optimizer (beta_2, momentum, clipping), precision and stream as `train`.
     model = compiled_model(config, options)
-    source_vocab, target_vocab = load_vocabs(FLAGS.model_dir)
+    source_vocab, target_vocab = load_vocabs(new.where.model_dir)
     stream = pipeline.training_stream(
-        sources.pairs(spec, common.splits(spec)[0], FLAGS.train_limit), source_vocab, target_vocab,
+        sources.pairs(spec, common.splits(new.data, spec)[0], new.data.train_limit), source_vocab,
+        target_vocab,
         seed=options.seed, shuffle_buffer=options.shuffle_buffer,
         accumulate_steps=options.accumulate_steps, **training_batching(model, options))
     counter = _Tokens()
     warmup = 5
-    model.fit(stream, epochs=1, steps_per_epoch=warmup + FLAGS.bench_steps, verbose=0,
+    model.fit(stream, epochs=1, steps_per_epoch=warmup + bench.bench_steps, verbose=0,
               shuffle=False, callbacks=[counter])
     elapsed = counter.times[-1] - counter.times[warmup - 1]
     tokens = sum(counter.tokens[warmup:])
     return {"bench": "train", "model": config["model"], "parameters": model.count_params(),
-            "steps": FLAGS.bench_steps, "target_tokens_per_second": round(tokens / elapsed, 1),
-            "ms_per_step": round(1000 * elapsed / FLAGS.bench_steps, 1),
+            "steps": bench.bench_steps, "target_tokens_per_second": round(tokens / elapsed, 1),
+            "ms_per_step": round(1000 * elapsed / bench.bench_steps, 1),
             "batch_tokens": options.batch_tokens, "accumulate_steps": options.accumulate_steps,
             "precision": options.precision, "peak_rss_mb": peak_rss_mb()}
 
 
-def bench_translate():
-    if FLAGS.compare_ctranslate2:
-        if FLAGS.server:
+def bench_translate(bench):
+    data, batch = read(DataOptions), read(TranslationOptions).decode_batch_size
+    source = common.translator_source()
+    if bench.compare_ctranslate2:
+        if source.client.server:
             raise ConfigError("--compare_ctranslate2 converts a checkpoint (--model_dir) or an "
                               "export (--saved_model), not a served model")
         from tfnmt.cli import bench_ctranslate2
-        return bench_ctranslate2.compare()
-    config, translator = common.translator_from_flags()
-    spec = common.data_spec(config)
-    sentences, _ = sources.references(spec, common.splits(spec)[2], FLAGS.bench_sentences)
+        return bench_ctranslate2.compare(bench, data, batch, source)
+    config, translator = common.open_translator(source)
+    spec = common.data_spec(data, config)
+    sentences, _ = sources.references(spec, common.splits(data, spec)[2], bench.bench_sentences)
     if not sentences:
         raise ConfigError("no test sentences to translate")
-    batch = FLAGS.decode_batch_size
     translate_sentences(translator, sentences[:batch], batch)  # traces the function
     start = time.perf_counter()
     translate_sentences(translator, sentences, batch)
     batched = time.perf_counter() - start
     latencies = []
-    for sentence in sentences[: FLAGS.bench_latency_sentences]:
+    for sentence in sentences[: bench.bench_latency_sentences]:
         start = time.perf_counter()
         translator.translate(tf.constant([sentence]))
         latencies.append(1000 * (time.perf_counter() - start))
-    return {"bench": "translate", "source": FLAGS.saved_model or "checkpoint",
+    return {"bench": "translate", "source": source.export.saved_model or "checkpoint",
             "sentences": len(sentences), "batch_size": batch,
             "beam_size": translator.beam_size,
             "sentences_per_second": round(len(sentences) / batched, 2),
@@ -122,18 +128,18 @@ def _export_translators(path):
              saved_model.SavedModelTranslator(path, name, module=first.module)) for name in names]
 
 
-def bench_decode():
-    paths = [p for p in FLAGS.saved_model.split(",") if p]
+def bench_decode(bench):
+    data, batch = read(DataOptions), read(TranslationOptions).decode_batch_size
+    paths = [p for p in read(ExportedModelOptions).saved_model.split(",") if p]
     if not paths:
         raise ConfigError("--bench=decode compares exports: --saved_model=DIR/NAME/VERSION[,...]")
     entries = [(path, name, translator) for path in paths
                for name, translator in _export_translators(path)]
-    spec = common.data_spec(entries[0][2].config)
-    sentences, _ = sources.references(spec, common.splits(spec)[2], FLAGS.bench_sentences)
+    spec = common.data_spec(data, entries[0][2].config)
+    sentences, _ = sources.references(spec, common.splits(data, spec)[2], bench.bench_sentences)
     sentences = [s for s in sentences if s.strip()]
     if not sentences:
         raise ConfigError("no test sentences to translate")
-    batch = FLAGS.decode_batch_size
     order = sorted(sentences, key=len)
     batches = [tf.constant(order[i:i + batch]) for i in range(0, len(order), batch)]
     for _, _, translator in entries:  # first calls initialise the graphs
@@ -146,7 +152,7 @@ def bench_decode():
             translator.translate(inputs)
             batched[i] += time.perf_counter() - start
     latencies = [[] for _ in entries]
-    for sentence in sentences[: FLAGS.bench_latency_sentences]:
+    for sentence in sentences[: bench.bench_latency_sentences]:
         inputs = tf.constant([sentence])
         for i, (_, _, translator) in enumerate(entries):
             start = time.perf_counter()
@@ -170,76 +176,93 @@ def bench_decode():
             "baseline": f"{base['saved_model']}:{base['signature']}", "results": rows}
 
 
-def _serve_sentences(export_path):
-    if FLAGS.input != "-":
+def _serve_sentences(bench, export_path):
+    """The sentences sent: --input's lines, else the test split of the export's data."""
+    path = read(TranslationOptions).input
+    if path != "-":
         from tfnmt.data.text_files import read_lines
-        return read_lines(FLAGS.input, role="input", replace_invalid=True)[0]
+        return read_lines(path, role="input", replace_invalid=True)[0]
     config = None
     if export_path:
         from tfnmt.exporters.saved_model import read_export_info
         config = read_export_info(export_path).get("config") or None
-    spec = common.data_spec(config)
-    return sources.references(spec, common.splits(spec)[2], FLAGS.bench_sentences)[0]
+    data = read(DataOptions)
+    spec = common.data_spec(data, config)
+    return sources.references(spec, common.splits(data, spec)[2], bench.bench_sentences)[0]
 
 
-def bench_serve():
+def _measure(bench, client_options, url, label, sentences):
+    from tfnmt.serving.client import ServingClient, load_test
+    client = ServingClient(url, client_options.served_model, client_options.model_version,
+                           retries=0, timeout=client_options.server_timeout)
+    for sentence in sentences[:4]:  # first calls of each path are slower
+        client.predict([sentence])
+    result = load_test(client, sentences, clients=bench.bench_clients,
+                       seconds=bench.bench_seconds,
+                       sentences_per_request=bench.bench_request_sentences)
+    return dict({"bench": "serve", "model": client_options.served_model, "server": label},
+                **result)
+
+
+def bench_serve(bench):
     """One result per server setting (a list)."""
     import os
-    import tempfile
 
-    from tfnmt import options
-    from tfnmt.serving import server as server_lib
-    from tfnmt.serving.client import ServingClient, load_test
-    from tfnmt.serving.options import BatchingOptions
     from tfnmt.serving.models import version_dirs
-    def measure(url, label):
-        client = ServingClient(url, FLAGS.served_model, FLAGS.model_version, retries=0,
-                               timeout=FLAGS.server_timeout)
-        for sentence in sentences[:4]:  # first calls of each path are slower
-            client.predict([sentence])
-        result = load_test(client, sentences, clients=FLAGS.bench_clients,
-                           seconds=FLAGS.bench_seconds,
-                           sentences_per_request=FLAGS.bench_request_sentences)
-        return dict({"bench": "serve", "model": FLAGS.served_model, "server": label}, **result)
-
-    if FLAGS.server:
-        sentences = _serve_sentences(None)
-        return [measure(FLAGS.server, FLAGS.server)]
-    common.require("export_dir", "served_model")
-    versions = version_dirs(os.path.join(FLAGS.export_dir, FLAGS.served_model))
+    client = read(ClientOptions)
+    if client.server:
+        return [_measure(bench, client, client.server, client.server,
+                         _serve_sentences(bench, None))]
+    export_dir = read_fields(ExportOptions, ("export_dir",))["export_dir"]
+    common.require(export_dir=export_dir, served_model=client.served_model)
+    versions = version_dirs(os.path.join(export_dir, client.served_model))
     if not versions:
-        raise ConfigError(f"no exported versions of {FLAGS.served_model} under {FLAGS.export_dir}")
-    sentences = _serve_sentences(versions[max(versions)])
+        raise ConfigError(f"no exported versions of {client.served_model} under {export_dir}")
+    sentences = _serve_sentences(bench, versions[max(versions)])
     if not sentences:
         raise ConfigError("no sentences to send")
-    results = []
-    batching = [f"--{n}={FLAGS[n].value}" for n in
-                (*options.names(BatchingOptions), "rest_api_num_threads")]
-    for enabled in (True, False):
-        with tempfile.NamedTemporaryFile(suffix=".log") as log:
-            process, url = server_lib.spawn(
-                [f"--export_dir={FLAGS.export_dir}", "--rest_api_host=127.0.0.1", "--rest_api_port=0",
-                 "--file_system_poll_wait_seconds=0", f"--enable_batching={str(enabled).lower()}",
-                 *batching], log_path=log.name)
-            try:
-                result = measure(url, f"tfnmt serve, batching {'on' if enabled else 'off'}")
-            finally:
-                server_lib.stop(process)
-        result["batching"] = enabled
-        if enabled:
-            result.update({n: FLAGS[n].value for n in ("max_batch_size", "batch_timeout_micros")})
-        results.append(result)
-    return results
+    return [_serve_locally(bench, client, export_dir, sentences, enabled)
+            for enabled in (True, False)]
+
+
+def _serve_locally(bench, client, export_dir, sentences, batching_enabled):
+    """The load test of `tfnmt serve --export_dir` started here, batching on or off."""
+    import dataclasses
+    import tempfile
+
+    from tfnmt.serving import server as server_lib
+    from tfnmt.serving.options import BatchingOptions, ServeOptions
+    batching = read(BatchingOptions)
+    threads = read(ServeOptions).rest_api_num_threads
+    flags = [f"--{name}={value}" for name, value in dataclasses.asdict(batching).items()]
+    with tempfile.NamedTemporaryFile(suffix=".log") as log:
+        process, url = server_lib.spawn(
+            [f"--export_dir={export_dir}", "--rest_api_host=127.0.0.1", "--rest_api_port=0",
+             "--file_system_poll_wait_seconds=0",
+             f"--enable_batching={str(batching_enabled).lower()}", *flags,
+             f"--rest_api_num_threads={threads}"], log_path=log.name)
+        try:
+            result = _measure(bench, client, url,
+                              f"tfnmt serve, batching {'on' if batching_enabled else 'off'}",
+                              sentences)
+        finally:
+            server_lib.stop(process)
+    result["batching"] = batching_enabled
+    if batching_enabled:
+        result.update(max_batch_size=batching.max_batch_size,
+                      batch_timeout_micros=batching.batch_timeout_micros)
+    return result
 
 
 def run():
-    if FLAGS.bench == "serve":
-        results = bench_serve()
+    bench = read(BenchOptions)
+    if bench.bench == "serve":
+        results = bench_serve(bench)
         for result in results:
             print(json.dumps(result))
         return results
     benches = {"train": bench_train, "translate": bench_translate, "decode": bench_decode}
-    result = benches[FLAGS.bench]()
+    result = benches[bench.bench](bench)
     if "table" in result:
         print(result["table"])
     print(json.dumps(result))

@@ -20,7 +20,6 @@ import numpy as np
 import tensorflow as tf
 
 from tfnmt.cli import common
-from tfnmt.cli.flags import FLAGS
 from tfnmt.data import sources
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
@@ -59,14 +58,16 @@ def _saved_model_weights(path):
             DecodingOptions.from_record(info.get("decoding")))
 
 
-def _checkpoint_weights():
+def _checkpoint_weights(source):
+    """The same as _saved_model_weights, of `source`'s checkpoint (a TranslatorSource)."""
     from tfnmt.data.vocab import load_vocabs
     from tfnmt.model_dir import read_config
     from tfnmt.exporters.ctranslate2 import check_model
-    common.require("model_dir")
-    check_model(read_config(FLAGS.model_dir)["model"])
-    config, translator = common.load_translator()
-    return (config, translator.model, *load_vocabs(FLAGS.model_dir), translator.options)
+    model_dir = source.where.model_dir
+    common.require(model_dir=model_dir)
+    check_model(read_config(model_dir)["model"])
+    config, translator = common.load_translator(source.where, source.decoding)
+    return (config, translator.model, *load_vocabs(model_dir), translator.options)
 
 
 class _CT2:
@@ -103,82 +104,120 @@ def _ratio_text(ours, theirs):
     return f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
 
 
-def compare():
+def compare(bench, data, batch, source):
+    """The side-by-side result (its `table` the markdown rows): `bench` (BenchOptions) says how
+    many sentences, `data` (DataOptions) which, `batch` how many at once, `source`
+    (TranslatorSource) the checkpoint or export."""
     try:
         import ctranslate2
     except ImportError:
         raise ConfigError("--compare_ctranslate2 needs the ctranslate2 package: "
                           "pip install -e \".[ctranslate2]\"") from None
-    from tfnmt.decoding.translator import Translator
-    from tfnmt.exporters import ctranslate2 as ct2_export
-    from tfnmt.exporters import saved_model
-
+    saved = source.export.saved_model
     config, model, source_vocab, target_vocab, options = (
-        _saved_model_weights(FLAGS.saved_model) if FLAGS.saved_model else _checkpoint_weights())
+        _saved_model_weights(saved) if saved else _checkpoint_weights(source))
     options = dataclasses.replace(options, n_best=1, alignments="none", sampling=False)
-    decodes = {"beam": options,
-               "greedy": dataclasses.replace(options, beam_size=1, length_penalty=0.0)}
-    spec = common.data_spec(config)
-    sentences, _ = sources.references(spec, common.splits(spec)[2], FLAGS.bench_sentences)
+    test = _test_batches(bench, data, config, source_vocab, batch)
+    with tempfile.TemporaryDirectory() as tmp:
+        systems, threads = _systems(ctranslate2, tmp, saved, config, model, source_vocab,
+                                    target_vocab, options)
+        results = {name: _timed(name, ours, theirs, test)
+                   for name, (ours, theirs) in systems.items()}
+    return {"bench": "translate", "compare": "ctranslate2", "model": config["model"],
+            "source": saved or "checkpoint", "sentences": len(test.order),
+            "batch_size": batch, "latency_sentences": len(test.singles),
+            "ctranslate2_version": ctranslate2.__version__, "ctranslate2_threads": threads,
+            "results": results,
+            "table": _table(results, batch)}
+
+
+@dataclasses.dataclass
+class _Test:
+    """The test sentences: by length (`order`), in batches of that order, the first for
+    latency (`singles`), and each one's SentencePiece count (`pieces`)."""
+    order: list
+    batches: list
+    singles: list
+    pieces: dict
+
+
+def _test_batches(bench, data, config, source_vocab, batch):
+    spec = common.data_spec(data, config)
+    sentences, _ = sources.references(spec, common.splits(data, spec)[2], bench.bench_sentences)
     sentences = [s for s in sentences if s.strip()]
     if not sentences:
         raise ConfigError("no test sentences to translate")
     pieces = {s: len(source_vocab.encode(s)) for s in sentences}
     order = sorted(sentences, key=lambda s: pieces[s])
-    batch = FLAGS.decode_batch_size
-    batches = [order[i:i + batch] for i in range(0, len(order), batch)]
-    singles = sentences[: FLAGS.bench_latency_sentences]
+    return _Test(order, [order[i:i + batch] for i in range(0, len(order), batch)],
+                 sentences[: bench.bench_latency_sentences], pieces)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        ct2_dir = os.path.join(tmp, "ctranslate2")
-        ct2_export.save(model, source_vocab, target_vocab, options, ct2_dir)
-        # As many threads as TensorFlow uses (CTranslate2's default is 4 whatever the cores).
-        threads = os.cpu_count() or 1
-        ct2_model = ctranslate2.Translator(ct2_dir, device="cpu", compute_type="float32",
-                                           intra_threads=threads)
-        systems = {}
-        for name, opts in decodes.items():
-            path = (FLAGS.saved_model if FLAGS.saved_model and name == "beam" else
-                    saved_model.export(Translator(model, source_vocab, target_vocab, opts), tmp,
-                                       name, 1, config))
-            ours = saved_model.SavedModelTranslator(path)
-            systems[name] = (ours, _CT2(ct2_model, source_vocab, target_vocab, ours.options))
 
-        def tfnmt_run(translator, lines):
-            return [t.decode("utf-8") for t in
-                    translator.translate(tf.constant(lines))["translations"].numpy()]
+def _systems(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, options):
+    """({beam|greedy: (tfnmt SavedModelTranslator, _CT2)}, CTranslate2's threads): the model
+    converted to CTranslate2 once, and exported per decoding (the beam of a --saved_model is
+    that export)."""
+    from tfnmt.decoding.translator import Translator
+    from tfnmt.exporters import ctranslate2 as ct2_export
+    from tfnmt.exporters import saved_model
+    decodes = {"beam": options,
+               "greedy": dataclasses.replace(options, beam_size=1, length_penalty=0.0)}
+    ct2_dir = os.path.join(tmp, "ctranslate2")
+    ct2_export.save(model, source_vocab, target_vocab, options, ct2_dir)
+    # As many threads as TensorFlow uses (CTranslate2's default is 4 whatever the cores).
+    threads = os.cpu_count() or 1
+    ct2_model = ctranslate2.Translator(ct2_dir, device="cpu", compute_type="float32",
+                                       intra_threads=threads)
+    systems = {}
+    for name, opts in decodes.items():
+        path = (saved if saved and name == "beam" else
+                saved_model.export(Translator(model, source_vocab, target_vocab, opts), tmp,
+                                   name, 1, config))
+        ours = saved_model.SavedModelTranslator(path)
+        systems[name] = (ours, _CT2(ct2_model, source_vocab, target_vocab, ours.options))
+    return systems, threads
 
-        results = {}
-        for name, (ours, theirs) in systems.items():
-            tfnmt_run(ours, batches[0])  # first calls initialise the graphs
-            theirs.translate(batches[0])
-            seconds, outputs = [0.0, 0.0], [[], []]
-            for lines in batches:
-                for i, run in enumerate((lambda x: tfnmt_run(ours, x), theirs.translate)):
-                    start = time.perf_counter()
-                    outputs[i] += run(lines)
-                    seconds[i] += time.perf_counter() - start
-            latencies = [[], []]
-            for line in singles:
-                for i, run in enumerate((lambda x: tfnmt_run(ours, x), theirs.translate)):
-                    start = time.perf_counter()
-                    run([line])
-                    latencies[i].append(1000 * (time.perf_counter() - start))
-            agree = 0
-            for line, a, b in zip(order, *outputs):
-                if a != b and name == "greedy":  # tfnmt may have stopped it at its limit
-                    b = theirs.translate([line], _tfnmt_limit(ours.options, pieces[line]) - 1)[0]
-                agree += a == b
-            results[name] = {
-                "beam_size": ours.options.beam_size,
-                "length_penalty": ours.options.length_penalty,
-                "length_penalty_mode": ours.options.length_penalty_mode,
-                "agreement": f"{agree}/{len(order)}",
-                "tfnmt_sentences_per_second": round(len(order) / seconds[0], 2),
-                "ct2_sentences_per_second": round(len(order) / seconds[1], 2),
-                "tfnmt_batch1_latency_ms_p50": round(float(np.percentile(latencies[0], 50)), 1),
-                "ct2_batch1_latency_ms_p50": round(float(np.percentile(latencies[1], 50)), 1)}
 
+def _tfnmt_run(translator, lines):
+    return [t.decode("utf-8") for t in
+            translator.translate(tf.constant(lines))["translations"].numpy()]
+
+
+def _timed(name, ours, theirs, test):
+    """One row's numbers: both systems timed batch by batch in turn, then sentence by sentence,
+    and how many translations agree."""
+    _tfnmt_run(ours, test.batches[0])  # first calls initialise the graphs
+    theirs.translate(test.batches[0])
+    runs = (lambda x: _tfnmt_run(ours, x), theirs.translate)
+    seconds, outputs = [0.0, 0.0], [[], []]
+    for lines in test.batches:
+        for i, run in enumerate(runs):
+            start = time.perf_counter()
+            outputs[i] += run(lines)
+            seconds[i] += time.perf_counter() - start
+    latencies = [[], []]
+    for line in test.singles:
+        for i, run in enumerate(runs):
+            start = time.perf_counter()
+            run([line])
+            latencies[i].append(1000 * (time.perf_counter() - start))
+    agree = 0
+    for line, a, b in zip(test.order, *outputs):
+        if a != b and name == "greedy":  # tfnmt may have stopped it at its limit
+            b = theirs.translate([line], _tfnmt_limit(ours.options, test.pieces[line]) - 1)[0]
+        agree += a == b
+    count = len(test.order)
+    return {"beam_size": ours.options.beam_size,
+            "length_penalty": ours.options.length_penalty,
+            "length_penalty_mode": ours.options.length_penalty_mode,
+            "agreement": f"{agree}/{count}",
+            "tfnmt_sentences_per_second": round(count / seconds[0], 2),
+            "ct2_sentences_per_second": round(count / seconds[1], 2),
+            "tfnmt_batch1_latency_ms_p50": round(float(np.percentile(latencies[0], 50)), 1),
+            "ct2_batch1_latency_ms_p50": round(float(np.percentile(latencies[1], 50)), 1)}
+
+
+def _table(results, batch):
     rows = ["| | tfnmt SavedModel | CTranslate2 | tfnmt / CT2 |", "|---|---|---|---|"]
     for name, r in results.items():
         label = f"beam {r['beam_size']}" if name == "beam" else "greedy"
@@ -193,9 +232,4 @@ def compare():
     rows.append(f"Same output: greedy {results['greedy']['agreement']} sentences (must be all); "
                 f"beam {beam['agreement']} (length penalty {beam['length_penalty']}, tfnmt "
                 f"mode {beam['length_penalty_mode']}; CTranslate2 divides by |y|^alpha).")
-    return {"bench": "translate", "compare": "ctranslate2", "model": config["model"],
-            "source": FLAGS.saved_model or "checkpoint", "sentences": len(order),
-            "batch_size": batch, "latency_sentences": len(singles),
-            "ctranslate2_version": ctranslate2.__version__, "ctranslate2_threads": threads,
-            "results": results,
-            "table": "\n".join(rows)}
+    return "\n".join(rows)

@@ -1,18 +1,24 @@
-"""What several commands need from the flags: output checks, the data spec and splits, the
-decoding and training options, and the translation backend (serving/backends.py)."""
+"""What several commands need: output checks, the data spec and splits, and the translation
+backend (serving/backends.py), from the options the verb read from the flags (cli/flags.py
+`read`)."""
 
+import dataclasses
 import os
 
-from tfnmt.cli.flags import FLAGS, read
+from tfnmt.cli.flags import given, read
+from tfnmt.cli.options import ModelDirOptions
 from tfnmt.data import sources
+from tfnmt.data.options import DataOptions
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError, OutputError
 from tfnmt.serving import backends
+from tfnmt.serving.options import ClientOptions, ExportedModelOptions
 
 
-def require(*names):
-    for name in names:
-        if not FLAGS[name].value:
+def require(**values):
+    """Refuses a required setting left empty: `require(model_dir=where.model_dir)`."""
+    for name, value in values.items():
+        if not value:
             raise ConfigError(f"--{name} is required")
 
 
@@ -43,42 +49,51 @@ def check_output_file(path, flag="output"):
         raise OutputError(f"--{flag}={path} is not writable; choose another --{flag}")
 
 
-def data_spec(config=None):
-    """The data flags; a trained model's recorded data settings fill in the defaults."""
+def data_spec(data, config=None):
+    """The data source of `data` (DataOptions); a trained model's recorded data settings fill in
+    those the user did not set."""
     recorded = (config or {}).get("data", {})
+    chosen = given(DataOptions)
 
     def pick(name):
-        return FLAGS[name].value if FLAGS[name].present or name not in recorded else recorded[name]
+        return getattr(data, name) if name in chosen or name not in recorded else recorded[name]
     return sources.DataSpec(pick("data"), pick("source_lang"), pick("target_lang"),
-                            FLAGS.manual_dir, FLAGS.tfds_data_dir)
+                            data.manual_dir, data.tfds_data_dir)
 
 
-def splits(spec):
+def splits(data, spec):
+    """(train, validation, test) split names: `data`'s (DataOptions), else the source's."""
     train, valid, test = sources.default_splits(spec)
-    return (FLAGS.train_split or train, FLAGS.valid_split or valid, FLAGS.test_split or test)
+    return (data.train_split or train, data.valid_split or valid, data.test_split or test)
 
 
-def decode_options():
-    return read(DecodingOptions)
+def load_translator(where, decoding):
+    """(config, Translator) from `where` (ModelDirOptions): its --model_dir's --checkpoint,
+    decoded with `decoding` (DecodingOptions)."""
+    require(model_dir=where.model_dir)
+    return backends.from_checkpoint(where.model_dir, where.checkpoint, decoding)
 
 
-def load_translator():
-    """(config, Translator) from --model_dir's --checkpoint, with the decoding flags."""
-    require("model_dir")
-    return backends.from_checkpoint(FLAGS.model_dir, FLAGS.checkpoint, decode_options())
+@dataclasses.dataclass(frozen=True)
+class TranslatorSource:
+    """Where translations come from, as the flags give it: --server (`client`), else
+    --saved_model (`export`), else `where`'s checkpoint decoded with `decoding` (None with an
+    export or a server, whose decoding was fixed when it was exported)."""
+    where: ModelDirOptions
+    export: ExportedModelOptions
+    client: ClientOptions
+    decoding: DecodingOptions = None
 
 
-def translator_from_flags():
-    """(config or None, backend) from --server, --saved_model, else --model_dir's checkpoint."""
-    return backends.open_backend(
-        model_dir=FLAGS.model_dir, checkpoint=FLAGS.checkpoint,
-        options=None if FLAGS.server or FLAGS.saved_model else decode_options(),
-        saved_model=FLAGS.saved_model, signature=FLAGS.signature, server=FLAGS.server,
-        served_model=FLAGS.served_model, model_version=FLAGS.model_version,
-        server_retries=FLAGS.server_retries, server_timeout=FLAGS.server_timeout)
+def translator_source():
+    """The TranslatorSource the flags give; the decoding flags are read with a checkpoint only."""
+    export, client = read(ExportedModelOptions), read(ClientOptions)
+    decoding = None if client.server or export.saved_model else read(DecodingOptions)
+    return TranslatorSource(read(ModelDirOptions), export, client, decoding)
 
 
-def train_options():
-    """The TrainOptions the flags give: what `train` trains with and `bench --bench=train` times."""
-    from tfnmt.training.options import TrainOptions
-    return read(TrainOptions)
+def open_translator(source):
+    """(config or None, backend) of a TranslatorSource."""
+    return backends.open_backend(model_dir=source.where.model_dir,
+                                 checkpoint=source.where.checkpoint, options=source.decoding,
+                                 export=source.export, client=source.client)

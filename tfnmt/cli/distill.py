@@ -19,8 +19,10 @@ import os
 from absl import logging
 
 from tfnmt.cli import common
-from tfnmt.cli.flags import FLAGS
+from tfnmt.cli.flags import read
+from tfnmt.cli.options import AverageOptions, TranslationOptions
 from tfnmt.data import sources
+from tfnmt.data.options import DataOptions
 from tfnmt.data.text_files import read_lines
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError, DataError
@@ -51,7 +53,8 @@ def _read_json(path):
         return None
 
 
-def _translate_training_sources(translator, train_sources, out, target_lang, settings):
+def _translate_training_sources(translator, train_sources, out, target_lang, settings,
+                                batch_size):
     """The teacher's translations of `train_sources`, resuming a partial earlier run."""
     partial = os.path.join(out, f"train.{target_lang}.partial")
     state_path = partial + ".json"
@@ -67,8 +70,7 @@ def _translate_training_sources(translator, train_sources, out, target_lang, set
     with open(partial, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in done))
         for start in range(len(done), len(train_sources), CHUNK):
-            chunk = translate_sentences(translator, train_sources[start:start + CHUNK],
-                                        FLAGS.decode_batch_size)
+            chunk = translate_sentences(translator, train_sources[start:start + CHUNK], batch_size)
             f.write("".join(_one_line(line) + "\n" for line in chunk))
             f.flush()
             done += chunk
@@ -77,25 +79,30 @@ def _translate_training_sources(translator, train_sources, out, target_lang, set
 
 
 def run():
-    common.require("output_dir")
-    config, translator = common.translator_from_flags()
-    spec = common.data_spec(config)
-    train_split, valid_split, test_split = common.splits(spec)
-    out = FLAGS.output_dir
-    if FLAGS.model_dir and os.path.abspath(out) == os.path.abspath(FLAGS.model_dir):
+    out = read(AverageOptions).output_dir
+    data, batch_size = read(DataOptions), read(TranslationOptions).decode_batch_size
+    common.require(output_dir=out)
+    source = common.translator_source()
+    config, translator = common.open_translator(source)
+    spec = common.data_spec(data, config)
+    train_split, valid_split, test_split = common.splits(data, spec)
+    teacher_dir = source.where.model_dir
+    if teacher_dir and os.path.abspath(out) == os.path.abspath(teacher_dir):
         raise ConfigError("--output_dir must differ from the teacher's --model_dir")
     os.makedirs(out, exist_ok=True)
     src, tgt = spec.source_lang, spec.target_lang
-    train_sources, _ = sources.references(spec, train_split, FLAGS.train_limit)
+    train_sources, _ = sources.references(spec, train_split, data.train_limit)
     if not train_sources:
         raise DataError(f"{spec.source} has no {train_split} sentences to translate")
-    settings = {"teacher": FLAGS.saved_model or os.path.abspath(FLAGS.model_dir),
-                "checkpoint": "" if FLAGS.saved_model else FLAGS.checkpoint,
-                "signature": FLAGS.signature if FLAGS.saved_model else "",
+    saved_model = source.export.saved_model
+    settings = {"teacher": saved_model or os.path.abspath(teacher_dir),
+                "checkpoint": "" if saved_model else source.where.checkpoint,
+                "signature": source.export.signature if saved_model else "",
                 "beam_size": translator.beam_size, "data": spec.source, "source_lang": src,
-                "target_lang": tgt, "train_split": train_split, "train_limit": FLAGS.train_limit,
+                "target_lang": tgt, "train_split": train_split, "train_limit": data.train_limit,
                 "sentences": len(train_sources)}
-    translations, scratch = _translate_training_sources(translator, train_sources, out, tgt, settings)
+    translations, scratch = _translate_training_sources(translator, train_sources, out, tgt,
+                                                        settings, batch_size)
     pairs = [(s, t) for s, t in zip(train_sources, translations) if s.strip() and t.strip()]
     _write_lines(os.path.join(out, f"train.{src}"), [s for s, _ in pairs])
     _write_lines(os.path.join(out, f"train.{tgt}"), [t for _, t in pairs])

@@ -6,42 +6,45 @@ import time
 from absl import logging
 
 from tfnmt.cli import common, console
-from tfnmt.cli.flags import FLAGS
+from tfnmt.cli.flags import read, read_fields
+from tfnmt.cli.options import TranslationOptions
 from tfnmt.data import sources
+from tfnmt.data.options import DataOptions
 from tfnmt.evaluation import bleu, length_buckets
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import cannot_write
+from tfnmt.evaluation.options import ScoringOptions
+from tfnmt.training.options import TrainOptions
 
 
 def run():
-    edges = length_buckets.parse_edges(FLAGS.length_buckets) if FLAGS.length_buckets else None
-    if FLAGS.output and FLAGS.output != "-":
-        common.check_output_file(FLAGS.output)
-    config, translator = common.translator_from_flags()
-    spec = common.data_spec(config)
-    scoring = dict(lowercase=FLAGS.lowercase, target_lang=spec.target_lang,
-                   tokenize=FLAGS.bleu_tokenize)
+    data, scoring_options = read(DataOptions), read(ScoringOptions)
+    t, bleu_tokenize = read(TranslationOptions), read_fields(TrainOptions, ("bleu_tokenize",))
+    edges = (length_buckets.parse_edges(scoring_options.length_buckets)
+             if scoring_options.length_buckets else None)
+    if t.output and t.output != "-":
+        common.check_output_file(t.output)
+    config, translator = common.open_translator(common.translator_source())
+    spec = common.data_spec(data, config)
+    scoring = dict(lowercase=scoring_options.lowercase, target_lang=spec.target_lang,
+                   tokenize=bleu_tokenize["bleu_tokenize"])
     bleu.metric(**scoring)
-    split = common.splits(spec)[2]
-    source_sentences, references = sources.references(spec, split, FLAGS.test_limit)
+    split = common.splits(data, spec)[2]
+    source_sentences, references = sources.references(spec, split, data.test_limit)
     translator.prepare(source_sentences, f"{spec.source} {split}")
     start = time.time()
-    hypotheses = translate_sentences(translator, source_sentences, FLAGS.decode_batch_size,
+    hypotheses = translate_sentences(translator, source_sentences, t.decode_batch_size,
                                      progress=console.stderr_is_terminal())
     elapsed = time.time() - start
-    if FLAGS.output and FLAGS.output != "-":
+    if t.output and t.output != "-":
         try:
-            with open(FLAGS.output, "w", encoding="utf-8") as f:
+            with open(t.output, "w", encoding="utf-8") as f:
                 f.write("\n".join(hypotheses) + "\n")
         except OSError as e:
-            raise cannot_write(FLAGS.output, e, "free some space or choose another --output") from None
+            raise cannot_write(t.output, e, "free some space or choose another --output") from None
     result = bleu.score(hypotheses, references, **scoring)
     logging.info("translated %d sentences in %.1fs", len(hypotheses), elapsed)
-    print(f"{spec.source} {spec.source_lang}-{spec.target_lang} {split}: "
-          f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}")
-    print(f"  {result['bleu_detail']}")
-    print(f"  BLEU signature: {result['bleu_signature']}")
-    print(f"  chrF signature: {result['chrf_signature']}")
+    _print(spec, split, result)
     if edges:
         buckets, longer = length_buckets.bucket_scores(source_sentences, hypotheses, references,
                                                        edges, **scoring)
@@ -50,3 +53,11 @@ def run():
         result["length_buckets"], result["longer_than"] = buckets, longer
     sys.stdout.flush()
     return result
+
+
+def _print(spec, split, result):
+    print(f"{spec.source} {spec.source_lang}-{spec.target_lang} {split}: "
+          f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}")
+    print(f"  {result['bleu_detail']}")
+    print(f"  BLEU signature: {result['bleu_signature']}")
+    print(f"  chrF signature: {result['chrf_signature']}")

@@ -21,14 +21,18 @@ from absl import logging
 from tfnmt import options as tfnmt_options
 from tfnmt.cli import common, main
 from tfnmt.cli.average import average_checkpoints
-from tfnmt.cli.flags import FLAGS, read
+from tfnmt.cli.flags import FLAGS, given, read, read_fields
+from tfnmt.cli.options import TranslationOptions
 from tfnmt.data import sources
+from tfnmt.data.options import DataOptions
 from tfnmt.errors import ConfigError, UserError
 from tfnmt.evaluation import bleu, length_buckets
+from tfnmt.evaluation.options import ScoringOptions
 from tfnmt.experiments import options as options_lib
 from tfnmt.experiments import report as report_lib
 from tfnmt.experiments import runs as runs_lib
 from tfnmt.experiments.options import ExperimentOptions
+from tfnmt.training.options import TrainOptions
 
 BUDGET = ("train_steps", "batch_tokens", "batch_size", "accumulate_steps")
 # Set per run, or by the experiment itself.
@@ -75,44 +79,55 @@ def system_decodings(systems, forwarded):
 
 
 def spec_from_flags(o):
-    if not o.experiment:
-        raise ConfigError("--experiment is required: the name of the experiment")
-    if not FLAGS["train_steps"].present or not (FLAGS["batch_tokens"].present
-                                               or FLAGS["batch_size"].present):
-        raise ConfigError("an experiment has one budget for every system: set --train_steps and "
-                          "--batch_tokens (or --batch_size) in it")
-    if (FLAGS.batch_tokens > 0) == (FLAGS.batch_size > 0):
-        raise ConfigError(f"an experiment's batches are either --batch_tokens or --batch_size, "
-                          f"the other 0, not --batch_tokens={FLAGS.batch_tokens} and "
-                          f"--batch_size={FLAGS.batch_size}")
-    if o.average_checkpoints > FLAGS.keep_checkpoints:
-        raise ConfigError(f"--average_checkpoints={o.average_checkpoints}: the runs keep only "
-                          f"their last --keep_checkpoints={FLAGS.keep_checkpoints} checkpoints: "
-                          "set --keep_checkpoints to as many or more in the experiment file")
-    edges = length_buckets.parse_edges(FLAGS.length_buckets) if FLAGS.length_buckets else None
+    """The experiment's spec from its ExperimentOptions `o` and the budget, data, scoring and
+    decoding options the flags give."""
+    train = read_fields(TrainOptions, (*BUDGET, "keep_checkpoints", "bleu_tokenize"))
+    data, scoring = read(DataOptions), read(ScoringOptions)
+    check_budget(o, train, given(TrainOptions))
+    edges = length_buckets.parse_edges(scoring.length_buckets) if scoring.length_buckets else None
     systems = options_lib.systems(o.systems)
     decodings = system_decodings(systems, forwarded_flags())
     decoding = decodings[systems[0][0]]
+    decode_batch_size = read(TranslationOptions).decode_batch_size
     return {
         "experiment": o.experiment,
         "systems": systems,
         "seeds": options_lib.seeds(o.seeds),
-        "budget": {name: FLAGS[name].value for name in BUDGET},
+        "budget": {name: train[name] for name in BUDGET},
         "test_splits": ([s.strip() for s in o.test_splits.split(",") if s.strip()]
-                        or [sources.default_splits(common.data_spec())[2]]),
+                        or [sources.default_splits(common.data_spec(data))[2]]),
         "average_checkpoints": o.average_checkpoints,
         "decoding": decoding,
         # The baseline's decoding, and where another system's differs.
         "system_decoding": {name: {k: v for k, v in d.items() if v != decoding[k]}
                             for name, d in decodings.items() if d != decoding},
         "decodings": decodings,
-        "target_lang": FLAGS.target_lang,
-        "tokenize": FLAGS.bleu_tokenize,
-        "scoring": {"decode_batch_size": FLAGS.decode_batch_size,
-                    "test_limit": FLAGS.test_limit, "length_edges": edges,
-                    "tokenize": FLAGS.bleu_tokenize, "manual_dir": FLAGS.manual_dir,
-                    "tfds_data_dir": FLAGS.tfds_data_dir},
+        "target_lang": data.target_lang,
+        "tokenize": train["bleu_tokenize"],
+        "scoring": {"decode_batch_size": decode_batch_size,
+                    "test_limit": data.test_limit, "length_edges": edges,
+                    "tokenize": train["bleu_tokenize"], "manual_dir": data.manual_dir,
+                    "tfds_data_dir": data.tfds_data_dir},
     }
+
+
+def check_budget(o, train, set_by_user):
+    """One budget for every system, set by the experiment file (`set_by_user`: the TrainOptions
+    fields it sets), and checkpoints enough to average."""
+    if not o.experiment:
+        raise ConfigError("--experiment is required: the name of the experiment")
+    if "train_steps" not in set_by_user or not {"batch_tokens", "batch_size"} & set_by_user:
+        raise ConfigError("an experiment has one budget for every system: set --train_steps and "
+                          "--batch_tokens (or --batch_size) in it")
+    if (train["batch_tokens"] > 0) == (train["batch_size"] > 0):
+        raise ConfigError(f"an experiment's batches are either --batch_tokens or --batch_size, "
+                          f"the other 0, not --batch_tokens={train['batch_tokens']} and "
+                          f"--batch_size={train['batch_size']}")
+    if o.average_checkpoints > train["keep_checkpoints"]:
+        raise ConfigError(f"--average_checkpoints={o.average_checkpoints}: the runs keep only "
+                          f"their last --keep_checkpoints={train['keep_checkpoints']} "
+                          "checkpoints: set --keep_checkpoints to as many or more in the "
+                          "experiment file")
 
 
 def run():

@@ -9,16 +9,17 @@ data is loaded: `tfnmt VERB: error: --beam_size=0: must be an integer >= 1`.
 from absl import flags
 
 from tfnmt import options as tfnmt_options
-from tfnmt.cli.options import (AverageOptions, BenchOptions, ExportedModelOptions,
-                               ModelDirOptions, TrainRunOptions, TranslationOptions)
+from tfnmt.cli.options import (AverageOptions, BenchOptions, ModelDirOptions, ModelOptions,
+                               TrainRunOptions, TranslationOptions)
 from tfnmt.data.options import DataOptions, VocabOptions
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.evaluation.options import ScoringOptions
 from tfnmt.exporters.options import ExportOptions
 from tfnmt.experiments.options import ExperimentOptions
-from tfnmt.models import catalog
-from tfnmt.ranges import NumberParser
-from tfnmt.serving.options import BatchingOptions, ClientOptions, ServeOptions
+from tfnmt.cli import hparams
+from tfnmt.cli.parsers import NumberParser
+from tfnmt.serving.options import (BatchingOptions, ClientOptions, ExportedModelOptions,
+                                   ServeOptions)
 from tfnmt.training.options import TrainOptions
 
 FLAGS = flags.FLAGS
@@ -88,6 +89,24 @@ def read(cls, values=None):
                                            for name in tfnmt_options.names(cls)})
 
 
+def read_fields(cls, names, values=None):
+    """{name: value} of some fields of `cls`, each held to its declaration but not to the checks
+    across fields: for a verb that reads only these (`translate --server` reads --n_best, not
+    the --beam_size it would be checked against)."""
+    values = FLAGS if values is None else values
+    for field, _, bounds, choices in tfnmt_options.declared(cls):
+        if field.name in names:
+            tfnmt_options.check_value(field, bounds, choices, values[field.name].value)
+    return {name: values[name].value for name in names}
+
+
+def given(cls, values=None):
+    """The fields of `cls` that the parsed flags (or `values`) set, on the command line or in a
+    flagfile: where a recorded setting gives way only to the user's."""
+    values = FLAGS if values is None else values
+    return {name for name in tfnmt_options.names(cls) if values[name].present}
+
+
 # --- where things are --------------------------------------------------------------------------
 _group("model_dir", "model directory")
 options(ModelDirOptions)
@@ -101,7 +120,7 @@ options(VocabOptions)
 
 # --- the model ------------------------------------------------------------------------------------
 _group("model", "model (the architecture of a new model)")
-string("model", None, "Registered model name (`tfnmt info` without --model lists them).")
+options(ModelOptions)
 
 # --- training -----------------------------------------------------------------------------------
 _group("training", "training")
@@ -150,5 +169,5 @@ _group("bench", "benchmark")
 options(BenchOptions)
 
 # --- model hyper-parameters: one flag per name declared by any registered model ----------------
-HPARAM_NAMES = catalog.define_hparam_flags()
+HPARAM_NAMES = hparams.define_flags()
 GROUPS["model"] += HPARAM_NAMES

@@ -3,7 +3,10 @@
 import os
 
 from tfnmt import model_dir as model_dir_lib
-from tfnmt.cli.flags import FLAGS
+from tfnmt.cli import hparams
+from tfnmt.cli.flags import read
+from tfnmt.cli.options import ModelDirOptions, ModelOptions
+from tfnmt.data.options import VocabOptions
 from tfnmt.models import catalog
 
 COMPONENTS = ("embeddings", "encoder", "decoder", "output")
@@ -39,16 +42,18 @@ def run():
     """A trained model's counts (--model_dir), or those of a flagfile's model before training,
     with --vocab_size rows in each embedding table (the paper-size configs' way to compare
     with published parameter counts)."""
-    if FLAGS.model_dir and os.path.isfile(model_dir_lib.config_path(FLAGS.model_dir)):
-        config = model_dir_lib.read_config(FLAGS.model_dir)
-        note = f"trained model in {FLAGS.model_dir}"
-    elif FLAGS.model:
-        cls = catalog.get(FLAGS.model)
-        config = {"model": FLAGS.model, "hparams": catalog.hparams_from_flags(cls),
-                  "source_vocab_size": FLAGS.vocab_size, "target_vocab_size": FLAGS.vocab_size}
-        note = f"not trained yet: vocabularies assumed {FLAGS.vocab_size:,} per side (--vocab_size)"
-    elif FLAGS.model_dir:
-        model_dir_lib.read_config(FLAGS.model_dir)  # raises the usual "no trained model" error
+    model_dir, model_name = read(ModelDirOptions).model_dir, read(ModelOptions).model
+    if model_dir and os.path.isfile(model_dir_lib.config_path(model_dir)):
+        config = model_dir_lib.read_config(model_dir)
+        note = f"trained model in {model_dir}"
+    elif model_name:
+        cls = catalog.get(model_name)
+        vocab_size = read(VocabOptions).vocab_size
+        config = {"model": model_name, "hparams": hparams.from_flags(cls),
+                  "source_vocab_size": vocab_size, "target_vocab_size": vocab_size}
+        note = f"not trained yet: vocabularies assumed {vocab_size:,} per side (--vocab_size)"
+    elif model_dir:
+        model_dir_lib.read_config(model_dir)  # raises the usual "no trained model" error
         return
     else:
         print("models: " + ", ".join(catalog.names()))

@@ -15,6 +15,11 @@ class ModelDirOptions:
 
 
 @dataclasses.dataclass(frozen=True)
+class ModelOptions:
+    model: str = option(None, "Registered model name (`tfnmt info` without --model lists them).")
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainRunOptions:
     """How `tfnmt train` runs, beside what it trains with (TrainOptions)."""
     evaluate_at_end: bool = option(True, "After training, score the test split with sacreBLEU.")
@@ -31,16 +36,6 @@ class TranslationOptions:
     decode_batch_size: int = option(32, "Sentences per decoding batch.", bounds=">= 1")
     plot_dir: str = option("", "With --alignments=soft: write each line's attention as a "
                            "heatmap, DIR/LINE.png (LINE counted from 1).")
-
-
-@dataclasses.dataclass(frozen=True)
-class ExportedModelOptions:
-    signature: str = option(
-        "serving_default", "Signature of a --saved_model to translate with (a "
-        "non-autoregressive model's export also has `beam`).")
-    saved_model: str = option("", "Use this export (SavedModel or TFLite, DIR/NAME/VERSION) "
-                              "instead of a checkpoint (`bench --bench=decode`: several, "
-                              "comma-separated).")
 
 
 @dataclasses.dataclass(frozen=True)

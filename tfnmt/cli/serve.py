@@ -13,8 +13,9 @@ import sys
 
 from absl import logging
 
-from tfnmt.cli.flags import FLAGS, read
+from tfnmt.cli.flags import read, read_fields
 from tfnmt.errors import ConfigError
+from tfnmt.exporters.options import ExportOptions
 from tfnmt.serving import config as config_lib
 from tfnmt.serving import server as server_lib
 from tfnmt.serving.models import ModelManager
@@ -36,7 +37,8 @@ def batching_options(serve):
 
 def run():
     serve = read(ServeOptions)
-    if bool(FLAGS.export_dir) == bool(serve.model_config_file):
+    export_dir = read_fields(ExportOptions, ("export_dir",))["export_dir"]
+    if bool(export_dir) == bool(serve.model_config_file):
         raise ConfigError("give --export_dir (serve every model under it) or --model_config_file "
                           "(a TF Serving models.config), not both")
     batching = batching_options(serve)
@@ -44,7 +46,7 @@ def run():
         manager = ModelManager(config_lib.read_model_config(serve.model_config_file),
                                batching=batching)
     else:
-        manager = ModelManager(export_dir=FLAGS.export_dir, batching=batching)
+        manager = ModelManager(export_dir=export_dir, batching=batching)
     manager.start(serve.file_system_poll_wait_seconds)
     app = RestApi(manager, serve)
     try:

@@ -16,37 +16,40 @@ With --alignments=hard each line is `TRANSLATION<TAB>ALIGNMENT` (Pharaoh `SRC-TG
 with --alignments=soft a JSON object (decoding/alignments.py; README: Alignments).
 """
 
+import dataclasses
 import os
 import sys
 
 from absl import logging
 
 from tfnmt.cli import common, console
-from tfnmt.cli.flags import FLAGS
+from tfnmt.cli.flags import read, read_fields
+from tfnmt.cli.options import TranslationOptions
 from tfnmt.data.text_files import decode_lines, read_lines
 from tfnmt.decoding import alignments
+from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import STREAM_WINDOW_BATCHES, OrderedWriter, translations
 from tfnmt.errors import ConfigError, cannot_write
 
 
-def _input_name():
-    return "<stdin>" if FLAGS.input == "-" else FLAGS.input
+def _input_name(t):
+    return "<stdin>" if t.input == "-" else t.input
 
 
-def _read_input():
-    if FLAGS.input == "-":
-        return decode_lines(sys.stdin.buffer.read(), _input_name(), replace_invalid=True)
-    return read_lines(FLAGS.input, role="input", replace_invalid=True)
+def _read_input(t):
+    if t.input == "-":
+        return decode_lines(sys.stdin.buffer.read(), _input_name(t), replace_invalid=True)
+    return read_lines(t.input, role="input", replace_invalid=True)
 
 
 class _Output:
     """--output (a file or stdout) behind an OrderedWriter; a failed write or close becomes one
     line naming the file."""
 
-    def __init__(self):
-        self.name = "stdout" if FLAGS.output == "-" else FLAGS.output
+    def __init__(self, path):
+        self.name = "stdout" if path == "-" else path
         try:
-            self.stream = sys.stdout if FLAGS.output == "-" else open(FLAGS.output, "w", encoding="utf-8")
+            self.stream = sys.stdout if path == "-" else open(path, "w", encoding="utf-8")
         except OSError as e:
             raise cannot_write(self.name, e, "choose another --output") from None
         self.writer = OrderedWriter(self.stream)
@@ -65,39 +68,54 @@ class _Output:
                 raise cannot_write(self.name, e, "free some space or choose another --output") from None
 
 
-def run():
-    if FLAGS.output != "-":
-        common.check_output_file(FLAGS.output)
-    mode = FLAGS.alignments
-    if FLAGS.plot_dir and mode != "soft":
+def check(t, wanted):
+    """The settings across TranslationOptions `t` and the decoding's n_best and alignments
+    (`wanted`), before anything is loaded."""
+    if t.output != "-":
+        common.check_output_file(t.output)
+    if t.plot_dir and wanted["alignments"] != "soft":
         raise ConfigError(f"--plot_dir: draws the attention of --alignments=soft, not "
-                          f"--alignments={mode}")
-    if mode != "none" and FLAGS.n_best > 1:
+                          f"--alignments={wanted['alignments']}")
+    if wanted["alignments"] != "none" and wanted["n_best"] > 1:
         raise ConfigError("--alignments: of the best translation only; drop --n_best")
-    config, translator = common.translator_from_flags()
-    lines, problems = _read_input()
+
+
+def run():
+    t = read(TranslationOptions)
+    source = common.translator_source()
+    # An export or a server decodes as it was exported: of the decoding flags, they read these.
+    wanted = (dataclasses.asdict(source.decoding) if source.decoding is not None
+              else read_fields(DecodingOptions, ("n_best", "alignments")))
+    check(t, wanted)
+    config, translator = common.open_translator(source)
+    lines, problems = _read_input(t)
     for problem in problems:
         logging.warning("%s; translating it with U+FFFD in place of the bad bytes", problem)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
-            logging.warning("%s:%d: empty line; its translation is empty", _input_name(), number)
+            logging.warning("%s:%d: empty line; its translation is empty", _input_name(t), number)
     # An exported or served model cuts long inputs too, but only a checkpoint has the tokenizer
     # at hand to say so per line beforehand.
-    translator.prepare(lines, _input_name())
-    output = _Output()
+    translator.prepare(lines, _input_name(t))
+    _write(t, wanted, translator, lines)
+
+
+def _write(t, wanted, translator, lines):
+    mode, n_best = wanted["alignments"], wanted["n_best"]
+    output = _Output(t.output)
     try:
-        for index, text in translations(translator, lines, FLAGS.decode_batch_size,
+        for index, text in translations(translator, lines, t.decode_batch_size,
                                         progress=console.stderr_is_terminal(),
-                                        window=STREAM_WINDOW_BATCHES * FLAGS.decode_batch_size,
-                                        n_best=FLAGS.n_best if FLAGS.n_best > 1 else 0,
+                                        window=STREAM_WINDOW_BATCHES * t.decode_batch_size,
+                                        n_best=n_best if n_best > 1 else 0,
                                         alignments=mode != "none"):
             if mode != "none":
-                if FLAGS.plot_dir:
-                    alignments.plot(text, os.path.join(FLAGS.plot_dir, f"{index + 1}.png"))
+                if t.plot_dir:
+                    alignments.plot(text, os.path.join(t.plot_dir, f"{index + 1}.png"))
                 text = alignments.line(text, mode)
             output.put(index, text)
     finally:
         output.close()
-        if output.writer.written < len(lines) and FLAGS.output != "-":
-            logging.warning("%s holds the first %d of %d translations", FLAGS.output,
+        if output.writer.written < len(lines) and t.output != "-":
+            logging.warning("%s holds the first %d of %d translations", t.output,
                             output.writer.written, len(lines))

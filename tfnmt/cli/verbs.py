@@ -187,8 +187,10 @@ def unread_flag(verb, args, flag_values):
 def _default_text(flag):
     from tfnmt.cli import flags as flag_defs
     if flag.name in flag_defs.HPARAM_NAMES:
+        from tfnmt.cli.hparams import CHOSEN_PART
         from tfnmt.models import catalog
-        return ", ".join(f"{model} {_value(v)}" for model, v in catalog.declaring(flag.name).items())
+        return ", ".join([f"{model} {_value(v)}" for model, v in catalog.declaring(flag.name).items()]
+                         + [f"{model} {CHOSEN_PART}" for model in catalog.part_choosing(flag.name)])
     return f"default {_value(flag.default)}"
 
 
@@ -215,7 +217,8 @@ def _flag_text(flag, when):
         facts.append(flag.parser.syntactic_help)
     if when is not None:
         facts.append(f"only {when.text}")
-    text = flag.help[len("[model] "):] if flag.help.startswith("[model] ") else flag.help
+    from tfnmt.cli.hparams import HELP_PREFIX
+    text = flag.help[len(HELP_PREFIX):] if flag.help.startswith(HELP_PREFIX) else flag.help
     return f"{text} [{'; '.join(facts)}]"
 
 

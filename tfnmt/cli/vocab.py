@@ -5,9 +5,11 @@ import os
 from absl import logging
 
 from tfnmt.cli import common, console
-from tfnmt.cli.flags import FLAGS, read
+from tfnmt.cli.flags import read, read_fields
+from tfnmt.cli.options import ModelDirOptions
 from tfnmt.data import sources, vocab
-from tfnmt.data.options import VocabOptions
+from tfnmt.data.options import DataOptions, VocabOptions
+from tfnmt.training.options import TrainOptions
 
 
 def _train(sentences, path, what, options):
@@ -29,11 +31,11 @@ def _train(sentences, path, what, options):
     logging.info("%s of %d pieces: %s", what, size, path)
 
 
-def build_vocab(model_dir, spec, split, limit):
+def build_vocab(model_dir, spec, split, limit, chosen, seed):
+    """Trains the vocabulary `chosen` (VocabOptions) with `seed` (--seed) into model_dir."""
     os.makedirs(model_dir, exist_ok=True)
-    chosen = read(VocabOptions)
     options = dict(vocab_size=chosen.vocab_size, model_type=chosen.vocab_type,
-                   max_sentences=chosen.vocab_max_sentences, seed=FLAGS.seed)
+                   max_sentences=chosen.vocab_max_sentences, seed=seed)
     if chosen.joint_vocab:
         _train(sources.sentences(spec, split, limit), os.path.join(model_dir, vocab.JOINT_FILE),
                "joint vocabulary", options)
@@ -44,6 +46,8 @@ def build_vocab(model_dir, spec, split, limit):
 
 
 def run():
-    common.require("model_dir")
-    spec = common.data_spec()
-    build_vocab(FLAGS.model_dir, spec, common.splits(spec)[0], FLAGS.train_limit)
+    model_dir, data = read(ModelDirOptions).model_dir, read(DataOptions)
+    common.require(model_dir=model_dir)
+    spec = common.data_spec(data)
+    build_vocab(model_dir, spec, common.splits(data, spec)[0], data.train_limit,
+                read(VocabOptions), read_fields(TrainOptions, ("seed",))["seed"])

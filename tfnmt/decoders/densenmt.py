@@ -22,7 +22,7 @@ import tensorflow as tf
 from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder,
                                       MultiStepAttention, SummaryLayer, summary_after)
 from tfnmt.layers.dense_attention import DenseAttention1, DenseAttention2
-from tfnmt.layers.hparams import DECODER_LAYERS, HParam
+from tfnmt.layers.hparams import ATTENTION_DIM, DECODER_LAYERS, HParam
 from tfnmt.layers.part import Decoder, register_decoder
 from tfnmt.layers.weight_norm import WeightNormDense
 
@@ -34,7 +34,8 @@ class ConvDecoder(Decoder):
     HPARAMS = {"decoder_layers": DECODER_LAYERS.but(default=4),
                "decoder": HParam("dense", "decoder stack", choices=STACKS),
                "attention": HParam("dense2", "attention", choices=ATTENTIONS),
-               "attention_dim": HParam(128, "DenseAtt width (eq. 9/10)", bounds=">= 1"), **HPARAMS}
+               "attention_dim": ATTENTION_DIM.but(default=128, help="DenseAtt width (eq. 9/10)"),
+               **HPARAMS}
 
     @classmethod
     def declared_behind(cls, encoder, declared):

@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.attention import masked_logits, record_weights
-from tfnmt.layers.hparams import DECODER_LAYERS, HParam
+from tfnmt.layers.hparams import ATTENTION_DIM, DECODER_LAYERS, HParam
 from tfnmt.layers.lau import HPARAMS, connect, initializers, recurrent_cell, stacked_width
 from tfnmt.layers.part import Decoder, register_decoder, summary_of
 
@@ -28,7 +28,7 @@ from tfnmt.layers.part import Decoder, register_decoder, summary_of
 class RecurrentDecoder(Decoder):
     HPARAMS = {
         "decoder_layers": DECODER_LAYERS.but(default=4), **HPARAMS,
-        "attention_dim": HParam(512, "additive attention width", bounds=">= 1"),
+        "attention_dim": ATTENTION_DIM.but(default=512, help="additive attention width"),
         "output_dropout": HParam(0.5, "dropout on the top decoder state before the softmax layer",
                                  bounds="[0, 1)"),
     }

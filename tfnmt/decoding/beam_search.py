@@ -22,7 +22,7 @@ from tfnmt.errors import ConfigError
 NEG_INF = -1e9
 
 
-def length_penalty(length, alpha, mode="gnmt"):
+def length_penalty(length, alpha, mode):
     """GNMT's ((5 + |y|) / 6) ** alpha (Wu et al. 2016), or |y| ** alpha ("length")."""
     length = tf.cast(length, tf.float32)
     if mode == "gnmt":
@@ -73,7 +73,7 @@ def wide_top_k(x, k, chunk=64):
     return values, tf.gather(best, position // chunk, batch_dims=1) * chunk + position % chunk
 
 
-def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size=0):
+def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size):
     """One step of N hypotheses: (log p(next token) float32 [N, V], the model's new state).
 
     `ids` int32 [N, t] are the tokens so far (bos not included). What no hypothesis may choose
@@ -278,8 +278,8 @@ class _Beam:
         return tf.cond(tf.reduce_any(is_done), drop_done, carry_on)
 
 
-def beam_search(model, memory, max_length, beam_size=4, alpha=0.6, penalty_mode="gnmt",
-                n_best=1, no_repeat_ngram_size=0, alignments=False):
+def beam_search(model, memory, max_length, beam_size, alpha, penalty_mode, n_best,
+                no_repeat_ngram_size, alignments=False):
     """Decodes a batch.
 
     Args:

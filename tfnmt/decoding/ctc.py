@@ -35,7 +35,7 @@ def greedy(log_probs, lengths, blank_id):
     return ids, scores
 
 
-def beam(log_probs, lengths, beam_size, blank_id, n_best=1):
+def beam(log_probs, lengths, beam_size, blank_id, n_best):
     """(ids int32 [B, n_best, T] padded with PAD_ID, scores float32 [B, n_best], best first)."""
     num_classes = log_probs.shape[-1]
     if blank_id != num_classes - 1:

@@ -32,7 +32,7 @@ class SampleState(NamedTuple):
     memory: Any       # the decoding memory, A rows
 
 
-def sampler(topk=0, temperature=1.0, seed=0):
+def sampler(topk, temperature, seed):
     """choose(log_probs [A, V], step, active [A], B) -> tokens [A]: for each active sentence, a
     draw among the `topk` most likely tokens (0 = all) of the distribution at `temperature`.
     The draws are made for all B rows, so a sentence's draw does not depend on which others
@@ -49,8 +49,7 @@ def sampler(topk=0, temperature=1.0, seed=0):
     return choose
 
 
-def search(model, memory, max_length, choose=None, alpha=0.6, penalty_mode="gnmt",
-           no_repeat_ngram_size=0):
+def search(model, memory, max_length, choose, alpha, penalty_mode, no_repeat_ngram_size):
     """One translation per sentence, token by token.
 
     Args:

@@ -30,11 +30,11 @@ from tfnmt.data.vocab import EOS_ID, PAD_ID, JOINT_FILE, SOURCE_FILE, TARGET_FIL
 from tfnmt.decoding.backend import Backend
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
+from tfnmt.exporters.options import QUANTIZATIONS
 from tfnmt.exporters.versions import write_version
 
 MODEL_FILE = "model.tflite"
 INFO_FILE = "tflite_export.json"
-QUANTIZATIONS = ("none", "dynamic", "float16")
 
 
 class _IdTranslator(tf.Module):
@@ -49,7 +49,7 @@ class _IdTranslator(tf.Module):
         return {"ids": ids, "scores": scores}
 
 
-def convert(translator, quantize="none"):
+def convert(translator, quantize):
     """The flatbuffer (bytes) of `translator`'s model and decoding settings."""
     if quantize not in QUANTIZATIONS:
         raise ConfigError(f"--quantize={quantize!r}: choose one of {', '.join(QUANTIZATIONS)}")

@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.dense_attention import attend
-from tfnmt.layers.hparams import HParam
+from tfnmt.layers.hparams import DROPOUT, EMBED_DIM, HParam
 from tfnmt.layers.part import Part
 from tfnmt.layers.weight_norm import WeightNormConv1D, WeightNormDense
 
@@ -83,15 +83,15 @@ class MultiStepAttention(keras.layers.Layer):
 
 # What the DenseNMT and ConvS2S encoders and decoders both read.
 HPARAMS = {
-    "embed_dim": HParam(256, "model embedding width (h^0, z^0; the multi-step attention width)",
-                        bounds=">= 1"),
+    "embed_dim": EMBED_DIM.but(default=256, help="model embedding width (h^0, z^0; the "
+                               "multi-step attention width)"),
     "table_dim": HParam(0, "width of the source/target/softmax embedding tables, projected to "
                            "embed_dim (0 = embed_dim)", bounds=">= 0"),
     "hidden_dim": HParam(256, "width of residual layers", bounds=">= 1"),
     "growth_rate": HParam(128, "output width of each dense layer", bounds=">= 1"),
     "sumlen": HParam(0, "a summary layer after every sumlen-1 layers (0 = none)", bounds=">= 0"),
     "kernel_size": HParam(3, "convolution kernel width", bounds=">= 1"),
-    "dropout": HParam(0.2, "dropout on embeddings and layer inputs", bounds="[0, 1)"),
+    "dropout": DROPOUT.but(default=0.2, help="dropout on embeddings and layer inputs"),
     "max_positions": HParam(1024, "learned positions; later positions reuse the last one",
                             bounds=">= 1"),
 }

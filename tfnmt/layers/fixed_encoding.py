@@ -4,11 +4,11 @@ which every part of them reads: the encoders that compress a sentence into one v
 (decoders/conditional_gru.py). Declared here, below both, since encoders and decoders do not
 import each other."""
 
-from tfnmt.layers.hparams import HParam
+from tfnmt.layers.hparams import DROPOUT, EMBED_DIM, HIDDEN_DIM
 
 HPARAMS = {
-    "embed_dim": HParam(100, "word embedding width (source and target)", bounds=">= 1"),
-    "hidden_dim": HParam(1000, "GRU state width", bounds=">= 1"),
-    "dropout": HParam(0.0, "dropout on the word embeddings and on the maxout output",
-                      bounds="[0, 1)"),
+    "embed_dim": EMBED_DIM.but(default=100, help="word embedding width (source and target)"),
+    "hidden_dim": HIDDEN_DIM.but(default=1000, help="GRU state width"),
+    "dropout": DROPOUT.but(default=0.0,
+                           help="dropout on the word embeddings and on the maxout output"),
 }

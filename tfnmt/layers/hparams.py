@@ -8,7 +8,7 @@ The type is the default's. A number needs `bounds` (a tfnmt/ranges.py range), a 
 `choices`. An encoder or decoder declares what it reads (its HPARAMS), a model the union of its
 parts' and its own; a name several parts or models read is declared once and shared, a model
 that wants another default or help says so with `.but(default=...)`. Every name becomes a flag
-(models/catalog.py), and `check` holds a value to its declaration: no model writes range or
+(cli/hparams.py), and `check` holds a value to its declaration: no model writes range or
 choice checks of its own.
 """
 
@@ -63,3 +63,13 @@ class HParam:
 # The depth of every stack: each family's encoder and decoder take these with its own default.
 ENCODER_LAYERS = HParam(6, "number of encoder layers", bounds=">= 1")
 DECODER_LAYERS = HParam(6, "number of decoder layers", bounds=">= 1")
+
+# Names several families read, each where and as much as its paper does: a part takes the shared
+# declaration (its kind and range) with its own default and help, `.but(default=..., help=...)`,
+# and the flag's help says what each model means by it (cli/hparams.py). `hidden_dim` is not
+# among them: the recurrent families' state width (HIDDEN_DIM) is the convolutional families'
+# residual-layer width (conv_blocks.py), another quantity under the same name.
+DROPOUT = HParam(0.1, "dropout rate", bounds="[0, 1)")
+EMBED_DIM = HParam(512, "word embedding width", bounds=">= 1")
+HIDDEN_DIM = HParam(512, "recurrent state width", bounds=">= 1")
+ATTENTION_DIM = HParam(512, "attention width", bounds=">= 1")

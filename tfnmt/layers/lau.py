@@ -13,7 +13,7 @@ exactly W_x x.
 import keras
 import tensorflow as tf
 
-from tfnmt.layers.hparams import HParam
+from tfnmt.layers.hparams import DROPOUT, EMBED_DIM, HIDDEN_DIM, HParam
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
@@ -63,9 +63,9 @@ CONNECTIONS = ("none", "residual", "fast_forward")
 HPARAMS = {
     "cell": HParam("lau", "recurrent cell", choices=CELLS),
     "stack_connection": HParam("none", "between stacked layers", choices=CONNECTIONS),
-    "embed_dim": HParam(512, "word embedding width", bounds=">= 1"),
-    "hidden_dim": HParam(512, "recurrent state width", bounds=">= 1"),
-    "dropout": HParam(0.2, "dropout on the word embeddings", bounds="[0, 1)"),
+    "embed_dim": EMBED_DIM.but(default=512),
+    "hidden_dim": HIDDEN_DIM.but(default=512),
+    "dropout": DROPOUT.but(default=0.2, help="dropout on the word embeddings"),
     "init_stddev": HParam(0.0, "draw every weight matrix from N(0, init_stddev^2), as the paper "
                                "does with 0.04 (0 = Keras's Glorot / orthogonal defaults)",
                           bounds=">= 0"),

@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.attention import MultiHeadAttention
-from tfnmt.layers.hparams import HParam
+from tfnmt.layers.hparams import DROPOUT, HParam
 from tfnmt.layers.part import Part
 from tfnmt.layers.position import SinusoidalPosition
 
@@ -140,7 +140,7 @@ HPARAMS = {
     "d_model": HParam(512, "model width (embeddings and hidden states)", bounds=">= 1"),
     "ffn_dim": HParam(2048, "inner width of the feed-forward blocks", bounds=">= 1"),
     "num_heads": HParam(8, "attention heads", bounds=">= 1"),
-    "dropout": HParam(0.1, "dropout on embeddings and sub-layer outputs", bounds="[0, 1)"),
+    "dropout": DROPOUT.but(default=0.1, help="dropout on embeddings and sub-layer outputs"),
     "attention_dropout": HParam(0.0, "dropout on attention weights", bounds="[0, 1)"),
     "ffn_dropout": HParam(0.0, "dropout inside the feed-forward blocks", bounds="[0, 1)"),
     "pre_norm": HParam(False, "layer norm before each sub-layer (pre-norm) instead of after"),

@@ -65,7 +65,10 @@ class Seq2SeqModel(keras.Model):
     # and the trainer drops longer training pairs. None = any length.
     source_window = None
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
+    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
+        """label_smoothing: of the training loss, as training/options.py declares it (the model
+        repeats no default); None for a model that is only decoded, whose loss then refuses to
+        be computed."""
         super().__init__(name=self.registry_name)
         self.source_vocab_size = source_vocab_size
         self.target_vocab_size = target_vocab_size
@@ -104,6 +107,9 @@ class Seq2SeqModel(keras.Model):
         raise NotImplementedError(f"{type(self).__name__} must implement step()")
 
     def translation_loss(self, labels, logits):
+        if self.label_smoothing is None:
+            raise ConfigError(f"model {self.registry_name!r} was built without label_smoothing "
+                              "(for decoding only): give it label_smoothing to train it")
         return label_smoothed_cross_entropy(labels, logits, self.label_smoothing)
 
     # --- alignments (optional) ----------------------------------------------------------------

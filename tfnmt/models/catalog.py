@@ -1,20 +1,13 @@
-"""Every model, by name: `--model NAME` -> class, building a model from its config, and the
-hyper-parameter flags of all models. Importing a family registers its models: a new family is
-one line here.
-
-Every declared hyper-parameter name becomes an absl flag (default None = "the model's own
-default"), so flagfiles can set any of them, and a flag that the chosen model does not use is an
-error rather than silently ignored. A numeric flag refuses values outside every model's range
-when it is parsed; each model is then held to its own declaration (Seq2SeqModel.with_defaults).
+"""Every model, by name: `--model NAME` -> class, building a model from its config, and which
+models declare a hyper-parameter (with what default and help). Importing a family registers its
+models: a new family is one line here. The hyper-parameters' flags are cli/hparams.py's.
 """
-
-from absl import flags
 
 from tfnmt.errors import ConfigError
 from tfnmt.models import (conv_encoder, convs2s, ctc_nat, deep_transformer, deeplau,  # noqa: F401
                           densenmt, hybrid, transformer)
+from tfnmt.models.base import Seq2SeqModel
 from tfnmt.models.registry import registered
-from tfnmt.ranges import NumberParser
 
 MODELS = registered()
 
@@ -42,50 +35,42 @@ def build(config):
     with fresh weights and every variable created."""
     cls = get(config["model"])
     model = cls(config["source_vocab_size"], config["target_vocab_size"],
-                label_smoothing=config.get("label_smoothing", 0.1), **config["hparams"])
+                label_smoothing=config.get("label_smoothing"), **config["hparams"])
     model.build_with_dummy_batch()
     return model
 
 
-def define_hparam_flags(flag_values=flags.FLAGS):
-    """Defines one flag per hyper-parameter name over all models; a numeric flag takes the
-    values any model allows (the hull of their ranges)."""
-    types, ranges, helps = {}, {}, {}
-    for cls in MODELS.values():
-        for name, spec in cls.HPARAMS.items():
-            kind = spec.kind
-            if types.setdefault(name, kind) is not kind:
-                raise ValueError(f"hyper-parameter {name!r} declared as {types[name].__name__} "
-                                 f"and {kind.__name__}")
-            helps.setdefault(name, spec.describe())
-            if spec.range is not None:
-                ranges[name] = ranges[name].hull(spec.range) if name in ranges else spec.range
-    for name, kind in types.items():
-        if name in flag_values:
-            continue
-        if name in ranges:
-            flags.DEFINE(NumberParser(kind, ranges[name]), name, None, f"[model] {helps[name]}",
-                         flag_values=flag_values, serializer=flags.ArgumentSerializer())
-        else:
-            definer = {bool: flags.DEFINE_boolean, str: flags.DEFINE_string}[kind]
-            definer(name, None, f"[model] {helps[name]}", flag_values=flag_values)
-    return sorted(types)
+def chooses_parts(cls):
+    """Whether the model's declarations depend on its hyper-parameters (hybrid: those of the
+    encoder and decoder it is told to use)."""
+    return cls.declared.__func__ is not Seq2SeqModel.declared.__func__
+
+
+def declarations(name):
+    """{model name: its HParam} of the models that declare hyper-parameter `name`. A model that
+    chooses its parts (hybrid) is among them when the others agree on one declaration, which
+    it then reads whichever part it uses; else `part_choosing` names it."""
+    declaring = {model: cls for model, cls in sorted(MODELS.items()) if name in cls.HPARAMS}
+    fixed = {model: cls.HPARAMS[name] for model, cls in declaring.items()
+             if not chooses_parts(cls)}
+    if len(set(fixed.values())) > 1:
+        return fixed
+    return {model: cls.HPARAMS[name] for model, cls in declaring.items()}
+
+
+def part_choosing(name):
+    """The models that read `name` with the declaration of the part they are told to use, when
+    the parts' declarations differ."""
+    return [model for model, cls in sorted(MODELS.items())
+            if name in cls.HPARAMS and model not in declarations(name)]
 
 
 def declaring(name):
-    """{model name: its default} of the models that declare hyper-parameter `name`."""
-    return {model: cls.HPARAMS[name].default for model, cls in sorted(MODELS.items())
-            if name in cls.HPARAMS}
+    """{model name: its default} of the models that declare hyper-parameter `name` whatever
+    their other settings."""
+    return {model: spec.default for model, spec in declarations(name).items()}
 
 
-def hparams_from_flags(cls, flag_values=flags.FLAGS):
-    """The model's hyper-parameters: its defaults overridden by the flags the user set."""
-    given = {}
-    for name in sorted({n for c in MODELS.values() for n in c.HPARAMS}):
-        value = flag_values[name].value
-        if value is None:
-            continue
-        if name not in cls.HPARAMS:
-            raise ConfigError(f"--{name} is not a hyper-parameter of model {cls.registry_name!r}")
-        given[name] = value
-    return cls.with_defaults(given)
+def hparam_names():
+    """Every hyper-parameter name any registered model declares, sorted."""
+    return sorted({name for cls in MODELS.values() for name in cls.HPARAMS})

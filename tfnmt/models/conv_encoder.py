@@ -34,11 +34,12 @@ from tfnmt.encoders.gru import GRUEncoder
 from tfnmt.models.base import EncoderDecoder
 from tfnmt.models.registry import register
 
+
 class _SentenceEncoderDecoder(EncoderDecoder):
     """`ENCODER`, a sentence encoder, into Cho et al.'s decoder."""
     ENCODER = None
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
+    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
         self.encoder = self.ENCODER(h, source_vocab_size, name="encoder", scope=self.name)

@@ -57,7 +57,7 @@ class CTCNonAutoregressive(Seq2SeqModel):
         "num_heads": HPARAMS["num_heads"].but(default=16),
     }
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
+    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
         self.variant = h["ctc_variant"]

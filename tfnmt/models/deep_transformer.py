@@ -119,7 +119,7 @@ class DeepTransformer(Transformer):
     })
     ENCODER, DECODER = DeepEncoder, DeepDecoder
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
+    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
         h = self.with_defaults(hparams)
         for side in ("encoder", "decoder"):
             strategy = h[f"{side}_aggregation"]

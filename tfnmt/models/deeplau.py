@@ -35,7 +35,7 @@ class DeepLAU(EncoderDecoder):
     HPARAMS = {**RecurrentEncoder.HPARAMS, **RecurrentDecoder.HPARAMS}
     FIXED = {}
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
+    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = dict(self.FIXED, **self.hparams)
         self.settings = h

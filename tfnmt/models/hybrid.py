@@ -75,7 +75,7 @@ class Hybrid(EncoderDecoder):
         # A name both parts read: the decoder's declaration (its default) wins.
         return {**TYPES, **encoder.HPARAMS, **decoder.declared_behind(encoder, decoder.HPARAMS)}
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
+    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
         if "num_heads" in h and h["d_model"] % h["num_heads"]:

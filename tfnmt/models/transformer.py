@@ -27,7 +27,7 @@ class Transformer(EncoderDecoder):
     # Subclasses (deep_transformer) swap in richer stacks whose plain weights keep the paths.
     ENCODER, DECODER = TransformerEncoder, TransformerDecoder
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=0.1, **hparams):
+    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
         check_hparams(h, source_vocab_size, target_vocab_size)

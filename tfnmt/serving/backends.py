@@ -9,6 +9,7 @@ from absl import logging
 
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
+from tfnmt.serving.options import ClientOptions, ExportedModelOptions
 
 
 def from_checkpoint(model_dir, checkpoint="", options=DecodingOptions()):
@@ -28,7 +29,7 @@ def from_checkpoint(model_dir, checkpoint="", options=DecodingOptions()):
     return config, Translator(model, source_vocab, target_vocab, options)
 
 
-def from_export(path, signature="serving_default"):
+def from_export(path, signature):
     """(config or None, backend) of an export DIR/NAME/VERSION: a TFLite flatbuffer or a
     SavedModel, through `signature`."""
     from tfnmt.exporters import saved_model, tflite
@@ -39,24 +40,26 @@ def from_export(path, signature="serving_default"):
     return backend.config, backend
 
 
-def from_server(url, model, version=0, retries=5, timeout=300.0):
-    """(None, backend) of `model` served at `url` (TF Serving or `tfnmt serve`)."""
+def from_server(client):
+    """(None, backend) of the model `client` (ClientOptions) names, served at its URL (TF
+    Serving or `tfnmt serve`)."""
     from tfnmt.serving.client import RemoteTranslator, ServingClient
-    return None, RemoteTranslator(ServingClient(url, model, version, retries=retries,
-                                                timeout=timeout))
+    return None, RemoteTranslator(ServingClient(client.server, client.served_model,
+                                                client.model_version,
+                                                retries=client.server_retries,
+                                                timeout=client.server_timeout))
 
 
-def open_backend(*, model_dir="", checkpoint="", options=None, saved_model="",
-                 signature="serving_default", server="", served_model="", model_version=0,
-                 server_retries=5, server_timeout=300.0):
-    """(config or None, backend): `server` if given, else `saved_model`, else `model_dir`'s
-    checkpoint decoded with `options`."""
-    if server:
-        if saved_model or model_dir:
+def open_backend(*, model_dir="", checkpoint="", options=None,
+                 export=ExportedModelOptions(), client=ClientOptions()):
+    """(config or None, backend): `client.server` if given, else `export.saved_model`, else
+    `model_dir`'s `checkpoint` ('' latest) decoded with `options` (DecodingOptions)."""
+    if client.server:
+        if export.saved_model or model_dir:
             raise ConfigError("--server translates with a served model: drop --saved_model/--model_dir")
-        return from_server(server, served_model, model_version, server_retries, server_timeout)
-    if saved_model:
-        return from_export(saved_model, signature)
+        return from_server(client)
+    if export.saved_model:
+        return from_export(export.saved_model, export.signature)
     if not model_dir:
         raise ConfigError("--model_dir is required")
     return from_checkpoint(model_dir, checkpoint, options or DecodingOptions())

@@ -68,3 +68,13 @@ class ClientOptions:
         "exponential back-off from 0.5 s (at most 8 s apart).", bounds=">= 0")
     server_timeout: float = option(
         300.0, "With --server: seconds to wait for one answer.", bounds="> 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportedModelOptions:
+    signature: str = option(
+        "serving_default", "Signature of a --saved_model to translate with (a "
+        "non-autoregressive model's export also has `beam`).")
+    saved_model: str = option("", "Use this export (SavedModel or TFLite, DIR/NAME/VERSION) "
+                              "instead of a checkpoint (`bench --bench=decode`: several, "
+                              "comma-separated).")

@@ -13,7 +13,7 @@ from absl import logging
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.evaluation import bleu
 from tfnmt.models.base import TOTAL_PREFIX
-from tfnmt.training.checkpoints import BEST_METRICS
+from tfnmt.training.options import BEST_METRICS, SHRINK_MODES
 
 
 def current_step(model):
@@ -130,9 +130,6 @@ def _duration(seconds):
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-SHRINK_MODES = ("on_rise", "after_first_rise")
-
-
 class ShrinkOnValidationRise:
     """The NAG schedules of DenseNMT (and ConvS2S): lr x `factor` at a validation, stop once the
     lr is below `floor`. mode `on_rise` shrinks each time the validation loss rises (DenseNMT on
@@ -141,7 +138,9 @@ class ShrinkOnValidationRise:
     loss in a variable, and whether it has risen yet in the lr itself (below
     `initial_learning_rate` only after a shrink)."""
 
-    def __init__(self, factor=0.1, floor=1e-4, mode="on_rise", initial_learning_rate=None):
+    def __init__(self, factor, floor, mode, initial_learning_rate=None):
+        """factor, floor, mode: --lr_shrink, --lr_floor and --lr_shrink_mode (TrainOptions,
+        which declares their defaults and the modes)."""
         if mode not in SHRINK_MODES:
             raise ValueError(f"unknown lr shrink mode {mode!r}")
         self.factor = factor

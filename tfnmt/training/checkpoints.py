@@ -21,6 +21,7 @@ import tensorflow as tf
 from absl import logging
 
 from tfnmt.errors import CheckpointError, cannot_write, write_errors
+from tfnmt.training.options import BEST_METRICS
 
 LAST_DIR, BEST_DIR = "ckpt", "best"
 _BEST_INDEX = "best.json"
@@ -69,8 +70,6 @@ def trackables(model, optimizer=None, **extra):
     return objects
 
 
-# Validation metrics that can rank the best checkpoints, and whether higher is better.
-BEST_METRICS = {"loss": False, "bleu": True}
 
 
 def _rank(entries, metric):

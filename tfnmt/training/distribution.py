@@ -28,7 +28,6 @@ import os
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tfnmt.errors import ConfigError, UserError
 from tfnmt.training.replicas import multi_worker as _multi_worker

@@ -23,10 +23,13 @@ class InverseSqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps}
 
 
-def make_optimizer(name, learning_rate, *, warmup_steps=4000, beta_2=0.98, momentum=0.99,
-                   clip_norm=0.0, epsilon=None):
-    """adam (inverse-sqrt warm-up), nag (Nesterov SGD; the lr is shrunk on validation by
+def make_optimizer(options, epsilon=None):
+    """The --optimizer of `options` (TrainOptions, which declares the defaults): adam
+    (inverse-sqrt warm-up), nag (Nesterov SGD; the lr is shrunk on validation by
     `ShrinkOnValidationRise`), adadelta (DeepLAU: rho 0.95, eps 1e-6, lr 1.0)."""
+    name, learning_rate, warmup_steps = (options.optimizer, options.learning_rate,
+                                         options.warmup_steps)
+    beta_2, momentum, clip_norm = options.adam_beta2, options.momentum, options.clip_norm
     clip = {"global_clipnorm": clip_norm} if clip_norm > 0 else {}
     if name == "adam":
         schedule = InverseSqrtSchedule(learning_rate, warmup_steps) if warmup_steps else learning_rate

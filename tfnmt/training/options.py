@@ -1,10 +1,17 @@
 """What `tfnmt train` trains with: every training option and its default, declared once.
 The training flags are generated from these fields (cli/flags.py); `bench --bench=train` times
-the step these options give. Cross-field rules live in trainer.check_options."""
+the step these options give. The rules across fields are checked when the options are built
+(`__post_init__`), so a library caller gets the error a flag would give."""
 
 import dataclasses
 
-from tfnmt.options import option
+from tfnmt.errors import ConfigError
+from tfnmt.options import check, option
+
+# How the NAG lr shrinks (training/callbacks.py ShrinkOnValidationRise).
+SHRINK_MODES = ('on_rise', 'after_first_rise')
+# Validation metrics that can rank the best checkpoints, and whether higher is better.
+BEST_METRICS = {'loss': False, 'bleu': True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +55,7 @@ class TrainOptions:
     lr_shrink_mode: str = option(
         'on_rise', 'NAG: on_rise shrinks the lr each time validation loss rises; after_first_rise '
         'shrinks it at every validation once the loss has risen (ConvS2S, DenseNMT WMT14).',
-        choices=('on_rise', 'after_first_rise'))
+        choices=SHRINK_MODES)
     label_smoothing: float = option(0.1, 'Label smoothing of the cross-entropy.', bounds='[0, 1)')
     precision: str = option(
         'float32', 'Keras dtype policy (mixed_float16 on GPUs).',
@@ -59,7 +66,7 @@ class TrainOptions:
     best_metric: str = option(
         'loss', 'Validation metric that ranks the best checkpoints (best/, `average '
         '--average_from=best`, `--checkpoint=best`): loss, or BLEU on --bleu_sentences.',
-        choices=('loss', 'bleu'))
+        choices=tuple(BEST_METRICS))
     early_stopping_patience: int = option(
         0, 'Stop after N validations in a row that do not improve on the best --best_metric so '
         'far (0 = off); a resumed run remembers the count.',
@@ -86,3 +93,17 @@ class TrainOptions:
         "", "sacreBLEU tokenizer of BLEU ('' = sacreBLEU's default for --target_lang: zh, "
         "ja-mecab, ko-mecab, else 13a): none, zh, 13a, intl, char, ja-mecab, ko-mecab, spm, "
         "flores101, flores200.")
+
+    def __post_init__(self):
+        check(self)  # each value in its range before the checks across values
+        if (self.batch_tokens > 0) == (self.batch_size > 0):
+            raise ConfigError("set exactly one of --batch_tokens (tokens per batch) and "
+                              "--batch_size (sentences per batch)")
+        if self.batch_tokens and self.batch_tokens < max(self.max_source_length,
+                                                         self.max_target_length) + 2:
+            raise ConfigError(f"--batch_tokens={self.batch_tokens} cannot hold one sentence of "
+                              f"--max_source_length/--max_target_length; raise it")
+        if self.best_metric == "bleu" and self.bleu_sentences <= 0:
+            raise ConfigError("--best_metric=bleu needs validation BLEU: set --bleu_sentences > 0")
+        if self.optimizer == "nag" and self.lr_floor >= self.learning_rate:
+            raise ConfigError("--lr_floor must be below --learning_rate for --optimizer=nag")

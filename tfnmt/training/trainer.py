@@ -21,26 +21,10 @@ from tfnmt.decoding.translator import Translator
 from tfnmt.evaluation import bleu
 from tfnmt.models import catalog
 from tfnmt.data.vocab import vocab_paths
-from tfnmt.errors import CheckpointError, ConfigError, DataError
+from tfnmt.errors import CheckpointError, DataError
 from tfnmt.training import callbacks, distribution, step as training_step
 from tfnmt.training.checkpoints import Checkpoints, resolve_init_from, trackables, warm_start
 from tfnmt.training.optimizers import make_optimizer
-
-
-def check_options(o):
-    if (o.batch_tokens > 0) == (o.batch_size > 0):
-        raise ConfigError("set exactly one of --batch_tokens (tokens per batch) and --batch_size "
-                          "(sentences per batch)")
-    if o.batch_tokens and o.batch_tokens < max(o.max_source_length, o.max_target_length) + 2:
-        raise ConfigError(f"--batch_tokens={o.batch_tokens} cannot hold one sentence of "
-                          f"--max_source_length/--max_target_length; raise it")
-    if o.best_metric == "bleu" and o.bleu_sentences <= 0:
-        raise ConfigError("--best_metric=bleu needs validation BLEU: set --bleu_sentences > 0")
-    if o.lr_shrink_mode not in callbacks.SHRINK_MODES:
-        raise ConfigError(f"--lr_shrink_mode must be {' or '.join(callbacks.SHRINK_MODES)}, "
-                          f"not {o.lr_shrink_mode!r}")
-    if o.optimizer == "nag" and o.lr_floor >= o.learning_rate:
-        raise ConfigError("--lr_floor must be below --learning_rate for --optimizer=nag")
 
 
 def source_length_limit(model, max_source_length):
@@ -78,9 +62,7 @@ def compiled_model(config, options):
     if options.deterministic:
         tf.config.experimental.enable_op_determinism()
     model = catalog.build(config)
-    optimizer = make_optimizer(options.optimizer, options.learning_rate,
-                               warmup_steps=options.warmup_steps, beta_2=options.adam_beta2,
-                               momentum=options.momentum, clip_norm=options.clip_norm)
+    optimizer = make_optimizer(options)
     training_step.compile(model, optimizer, jit_compile=options.jit_compile)
     model.optimizer.build(model.trainable_variables)
     return model
@@ -94,7 +76,6 @@ def training_batching(model, options):
 
 
 def _train(model_dir, config, spec, splits, limits, options, decode_options, strategy):
-    check_options(options)
     if splits[1] and options.bleu_sentences > 0:
         bleu.metric(target_lang=spec.target_lang, tokenize=options.bleu_tokenize)
     if os.path.isfile(model_dir_lib.config_path(model_dir)):
