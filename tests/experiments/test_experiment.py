@@ -186,7 +186,7 @@ def test_averaged_checkpoints_are_scored_once_and_reported(experiment, caplog):
                                    rtol=1e-6, atol=1e-7)
 
     # Scored like the final checkpoints: BLEU of its own translations, and p-values against the
-    # baseline's averaged models that are sacreBLEU's.
+    # baseline's averaged models that are sacreBLEU's tests (ties counted as extreme).
     def lines(path):
         with open(path) as f:
             return f.read().splitlines()
