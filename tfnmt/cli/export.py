@@ -48,8 +48,8 @@ def run():
     else:
         path = saved_model.export(translator, export.export_dir, name, export.export_version,
                                   config)
-    served = ({"model": translator.strategy} if export.format == "tflite"
-              else translator.strategy.variants())
+    served = ({"model": translator.searcher} if export.format == "tflite"
+              else translator.searcher.variants())
     logging.info("exported %s (%s; length penalty %s)", path, ", ".join(
         f"{name}: {type(s).__name__} width {s.width}" for name, s in served.items()),
         decoding.length_penalty)

@@ -46,11 +46,6 @@ class Translator(tf.Module, Backend):
                               "(its long inputs are translated in chunks)")
 
     @property
-    def strategy(self):
-        """`searcher` under its former name, for callers not renamed yet (cli/export.py)."""
-        return self.searcher
-
-    @property
     def beam_size(self):
         return self.searcher.width
 
