@@ -9,11 +9,13 @@ sequence (teacher forcing) and a single decoding step.
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.configured import Configured
+
 STRATEGIES = ("none", "dense", "linear", "iterative", "hierarchical")
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class Aggregation(keras.layers.Layer):
+class Aggregation(Configured, keras.layers.Layer):
     """AGG(x_1, ..., x_n) = LN(FF([x_1; ...; x_n]) + x_1 + ... + x_n)  (eq. 7, n = 2 or 3).
 
     FF = W_2 sigmoid(W_1 [x_1; ...; x_n] + b_1) + b_2 with an inner width of `ffn_dim`. Every input
@@ -22,7 +24,7 @@ class Aggregation(keras.layers.Layer):
 
     def __init__(self, ffn_dim, **kwargs):
         super().__init__(**kwargs)
-        self.ffn_dim = ffn_dim
+        self.set_config(ffn_dim=ffn_dim)
 
     def build(self, input_shapes):
         depth = input_shapes[0][-1]
@@ -38,9 +40,6 @@ class Aggregation(keras.layers.Layer):
     def call(self, inputs):
         inputs = list(inputs)
         return self.norm(self.outer(self.inner(tf.concat(inputs, axis=-1))) + tf.add_n(inputs))
-
-    def get_config(self):
-        return dict(super().get_config(), ffn_dim=self.ffn_dim)
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
@@ -82,7 +81,7 @@ def _normalize(x, epsilon=1e-6):
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class LayerAggregation(keras.layers.Layer):
+class LayerAggregation(Configured, keras.layers.Layer):
     """Runs a stack of `num_layers` layers with one aggregation strategy:
 
     - none:         H^l = Layer(H^{l-1}); output H^L.
@@ -110,9 +109,7 @@ class LayerAggregation(keras.layers.Layer):
             raise ValueError(f"unknown aggregation {strategy!r}; choose one of {', '.join(STRATEGIES)}")
         if strategy != "none" and num_layers < 2:
             raise ValueError(f"{strategy} aggregation needs at least 2 layers, got {num_layers}")
-        self.strategy = strategy
-        self.num_layers = num_layers
-        self.ffn_dim = ffn_dim
+        self.set_config(strategy=strategy, num_layers=num_layers, ffn_dim=ffn_dim)
 
     def build(self, input_shape):
         self.nodes = []
@@ -154,7 +151,3 @@ class LayerAggregation(keras.layers.Layer):
         if self.strategy == "linear":
             return self.linear(outputs), outputs
         return (outputs[-1] if aggregate is None else aggregate), outputs
-
-    def get_config(self):
-        return dict(super().get_config(), strategy=self.strategy, num_layers=self.num_layers,
-                    ffn_dim=self.ffn_dim)

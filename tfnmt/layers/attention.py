@@ -9,6 +9,8 @@ a mask multiplied into it (0 * -inf) is NaN.
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.configured import Configured
+
 NEG_INF = -1e9
 
 
@@ -38,7 +40,7 @@ def record_weights(layer, weights):
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(Configured, keras.layers.Layer):
     """Attention of queries [B, T, d] over keys/values [B, S, d] with `num_heads` heads.
 
     `project_key_value` and `attend` are exposed separately so that decoders can compute the
@@ -47,8 +49,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def __init__(self, num_heads, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.dropout = dropout
+        self.set_config(num_heads=num_heads, dropout=dropout)
 
     def build(self, query_shape, value_shape=None):
         depth = query_shape[-1]
@@ -103,6 +104,3 @@ class MultiHeadAttention(keras.layers.Layer):
     def empty_cache(self, batch_size, dtype=tf.float32):
         shape = [batch_size, self.num_heads, 0, self.depth // self.num_heads]
         return {"key": tf.zeros(shape, dtype), "value": tf.zeros(shape, dtype)}
-
-    def get_config(self):
-        return dict(super().get_config(), num_heads=self.num_heads, dropout=self.dropout)

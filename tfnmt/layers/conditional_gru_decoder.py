@@ -20,17 +20,18 @@ decoding gives the teacher-forced outputs.
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.configured import Configured
+
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class ConditionalGRUCell(keras.layers.Layer):
+class ConditionalGRUCell(Configured, keras.layers.Layer):
     """One step of the decoder's GRU: ([y; c] [N, E + C], [s [N, units]]) -> (s', [s']).
     The input is y and c concatenated (`embed_dim` tells where c starts), so the cell runs in
     `keras.layers.RNN` over a sequence of [y_{t-1}; c]."""
 
     def __init__(self, units, embed_dim, **kwargs):
         super().__init__(**kwargs)
-        self.units = units
-        self.embed_dim = embed_dim
+        self.set_config(units=units, embed_dim=embed_dim)
         self.state_size = units
         self.output_size = units
 
@@ -55,18 +56,14 @@ class ConditionalGRUCell(keras.layers.Layer):
         new_s = z * s + (1.0 - z) * candidate
         return new_s, [new_s]
 
-    def get_config(self):
-        return dict(super().get_config(), units=self.units, embed_dim=self.embed_dim)
-
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class ConditionalGRUDecoder(keras.layers.Layer):
+class ConditionalGRUDecoder(Configured, keras.layers.Layer):
     """(y [B, T, E] embedded previous words, c [B, C]) -> o [B, T, maxout_dim]."""
 
     def __init__(self, units, maxout_dim, **kwargs):
         super().__init__(**kwargs)
-        self.units = units
-        self.maxout_dim = maxout_dim
+        self.set_config(units=units, maxout_dim=maxout_dim)
         self.init = keras.layers.Dense(units, activation="tanh", name="init")
         self.readout = keras.layers.Dense(2 * maxout_dim, name="readout")
 
@@ -99,6 +96,3 @@ class ConditionalGRUDecoder(keras.layers.Layer):
         """y [N, E], c [N, C], s_{t-1} [N, units] -> (o_t [N, maxout_dim], s_t)."""
         new_state, _ = self.cell(tf.concat([y, encoding], axis=-1), [state])
         return self._maxout(tf.concat([new_state, y, encoding], axis=-1)), new_state
-
-    def get_config(self):
-        return dict(super().get_config(), units=self.units, maxout_dim=self.maxout_dim)

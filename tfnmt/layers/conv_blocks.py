@@ -5,6 +5,7 @@ import math
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.configured import Configured
 from tfnmt.layers.dense_attention import attend
 from tfnmt.layers.hparams import DROPOUT, EMBED_DIM, HParam
 from tfnmt.layers.part import Part
@@ -19,15 +20,12 @@ def glu(x):
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class GLUConv(keras.layers.Layer):
+class GLUConv(Configured, keras.layers.Layer):
     """GLU(Conv_k(x) -> 2 * width): [B, T, in] -> [B, T, width]; causal convolutions can `step`."""
 
     def __init__(self, width, kernel_size, causal=False, dropout_in=0.0, **kwargs):
         super().__init__(**kwargs)
-        self.width = width
-        self.kernel_size = kernel_size
-        self.causal = causal
-        self.dropout_in = dropout_in
+        self.set_config(width=width, kernel_size=kernel_size, causal=causal, dropout_in=dropout_in)
         self.conv = WeightNormConv1D(2 * width, kernel_size, causal=causal, dropout_in=dropout_in,
                                      name="conv")
 
@@ -37,10 +35,6 @@ class GLUConv(keras.layers.Layer):
     def step(self, recent):
         """recent [N, k, in], the last k inputs -> [N, width] for the newest position."""
         return glu(self.conv.step(recent))
-
-    def get_config(self):
-        return dict(super().get_config(), width=self.width, kernel_size=self.kernel_size,
-                    causal=self.causal, dropout_in=self.dropout_in)
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
@@ -61,7 +55,7 @@ class SummaryLayer(GLUConv):
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class MultiStepAttention(keras.layers.Layer):
+class MultiStepAttention(Configured, keras.layers.Layer):
     """ConvS2S's per-layer attention (Gehring et al. 2017; fig. 3a of paper 000).
 
     q = (W x + g) * sqrt(0.5) with g the target embedding, a = softmax(q z^T), c = a (z + e).
@@ -70,15 +64,12 @@ class MultiStepAttention(keras.layers.Layer):
 
     def __init__(self, embed_dim, **kwargs):
         super().__init__(**kwargs)
-        self.embed_dim = embed_dim
+        self.set_config(embed_dim=embed_dim)
         self.query = WeightNormDense(embed_dim, name="query")
 
     def call(self, x, g, memory):
         return attend((self.query(x) + g) * HALF, memory["keys"], memory["values"], memory["mask"],
                       self)
-
-    def get_config(self):
-        return dict(super().get_config(), embed_dim=self.embed_dim)
 
 
 # What the DenseNMT and ConvS2S encoders and decoders both read.

@@ -31,13 +31,14 @@ so with k̄ = 32 and 3 layers the ngram encoder flattens 4 positions x 500 featu
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.configured import Configured
 from tfnmt.layers.gated_pooling import GatedPooling
 
 VARIANTS = ("small_filters", "ngram")
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class ConvSentenceEncoder(keras.layers.Layer):
+class ConvSentenceEncoder(Configured, keras.layers.Layer):
     """[B, k̄, e] zero-padded embedding rows -> encoding [B, encoding_dim]."""
 
     def __init__(self, variant, window, encoding_dim, input_dim, layers, filters,
@@ -45,15 +46,11 @@ class ConvSentenceEncoder(keras.layers.Layer):
         super().__init__(**kwargs)
         if variant not in VARIANTS:
             raise ValueError(f"unknown convolutional encoder variant {variant!r}")
-        self.variant = variant
-        self.window = int(window)
-        self.encoding_dim = int(encoding_dim)
-        self.input_dim = int(input_dim)
-        self.num_layers = int(layers)
-        self.filters = int(filters)
-        self.ngram_widths = tuple(int(n) for n in ngram_widths)
-        self.filter_size = tuple(int(n) for n in filter_size)
-        self.gated_pooling = bool(gated_pooling)
+        self.set_config(variant=variant, window=int(window), encoding_dim=int(encoding_dim),
+                        input_dim=int(input_dim), num_layers=int(layers), filters=int(filters),
+                        ngram_widths=tuple(int(n) for n in ngram_widths),
+                        filter_size=tuple(int(n) for n in filter_size),
+                        gated_pooling=bool(gated_pooling))
         self.upprojection = None
         self.convolutions = []  # per layer: a list of convolutions (one per n-gram width)
         self.poolings = []
@@ -106,7 +103,8 @@ class ConvSentenceEncoder(keras.layers.Layer):
         return self.projection(tf.reshape(x, [-1, size]))
 
     def get_config(self):
-        return dict(super().get_config(), variant=self.variant, window=self.window,
-                    encoding_dim=self.encoding_dim, input_dim=self.input_dim,
-                    layers=self.num_layers, filters=self.filters, ngram_widths=self.ngram_widths,
-                    filter_size=self.filter_size, gated_pooling=self.gated_pooling)
+        # The argument `layers` is kept as `num_layers`: Keras takes a layer's `layers` for its
+        # sublayers (summary(expand_nested=True)).
+        config = super().get_config()
+        config["layers"] = config.pop("num_layers")
+        return config

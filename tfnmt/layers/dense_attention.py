@@ -15,6 +15,7 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.attention import masked_logits, record_weights
+from tfnmt.layers.configured import Configured
 
 
 def attend(query, keys, values, mask, layer=None):
@@ -29,10 +30,10 @@ def attend(query, keys, values, mask, layer=None):
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class DenseAttention1(keras.layers.Layer):
+class DenseAttention1(Configured, keras.layers.Layer):
     def __init__(self, attention_dim, **kwargs):
         super().__init__(**kwargs)
-        self.attention_dim = attention_dim
+        self.set_config(attention_dim=attention_dim)
         self.query = keras.layers.Dense(attention_dim, name="query")
         self.layers_projection = keras.layers.Dense(attention_dim, name="layers")
         self.embedding_projection = keras.layers.Dense(attention_dim, use_bias=False, name="embedding")
@@ -49,12 +50,9 @@ class DenseAttention1(keras.layers.Layer):
     def call(self, z, memory):
         return attend(self.query(z), memory["keys"], memory["values"], memory["mask"], self)
 
-    def get_config(self):
-        return dict(super().get_config(), attention_dim=self.attention_dim)
-
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class DenseAttention2(keras.layers.Layer):
+class DenseAttention2(Configured, keras.layers.Layer):
     """L_i(h^i) = K_i h^i and L'_i([h^i; h^0]) = K_i h^i + E h^0 + b: the value map's h^i block is
     the key map and its h^0 block is shared by every layer, as DenseAtt-1's values are its keys
     plus L(h^0). That is what keeps DenseAtt-2 at DenseAtt-1's parameter count, as the paper
@@ -63,8 +61,7 @@ class DenseAttention2(keras.layers.Layer):
 
     def __init__(self, attention_dim, num_encoder_layers, **kwargs):
         super().__init__(**kwargs)
-        self.attention_dim = attention_dim
-        self.num_encoder_layers = num_encoder_layers
+        self.set_config(attention_dim=attention_dim, num_encoder_layers=num_encoder_layers)
         self.query = keras.layers.Dense(attention_dim, name="query")
         # No key bias: it would add the same q.b to every source position, which softmax ignores.
         self.key_projections = [keras.layers.Dense(attention_dim, use_bias=False, name=f"key_{i}")
@@ -88,7 +85,3 @@ class DenseAttention2(keras.layers.Layer):
         # Alignments: the mean over the encoder layers' attentions (each sums to 1).
         record_weights(self, tf.add_n(weights) / len(weights))
         return tf.add_n(contexts)
-
-    def get_config(self):
-        return dict(super().get_config(), attention_dim=self.attention_dim,
-                    num_encoder_layers=self.num_encoder_layers)

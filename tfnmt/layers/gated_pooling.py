@@ -17,15 +17,17 @@ pooling, and b lets a channel prefer a position of the window. It costs (p + 1) 
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.configured import Configured
+
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class GatedPooling(keras.layers.Layer):
+class GatedPooling(Configured, keras.layers.Layer):
     """Non-overlapping windows (stride = size, trailing elements that fill no window dropped, as
     in "valid" max pooling) over [B, T, C] (pool_size (p,)) or [B, H, W, C] (pool_size (p, q))."""
 
     def __init__(self, pool_size=(2,), **kwargs):
         super().__init__(**kwargs)
-        self.pool_size = tuple(int(p) for p in pool_size)
+        self.set_config(pool_size=tuple(int(p) for p in pool_size))
         if len(self.pool_size) not in (1, 2) or min(self.pool_size) < 1:
             raise ValueError(f"pool_size must be 1 or 2 positive ints, got {pool_size}")
 
@@ -60,6 +62,3 @@ class GatedPooling(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         spatial = [None if d is None else d // p for d, p in zip(input_shape[1:-1], self.pool_size)]
         return (input_shape[0], *spatial, input_shape[-1])
-
-    def get_config(self):
-        return dict(super().get_config(), pool_size=self.pool_size)

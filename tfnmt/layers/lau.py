@@ -13,19 +13,19 @@ exactly W_x x.
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.configured import Configured
 from tfnmt.layers.hparams import DROPOUT, EMBED_DIM, HIDDEN_DIM, HParam
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class LAUCell(keras.layers.Layer):
+class LAUCell(Configured, keras.layers.Layer):
     """One step: (x [N, in], [h [N, units]]) -> (h', [h']). Works in `keras.layers.RNN` and alone."""
 
     def __init__(self, units, kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
                  **kwargs):
         super().__init__(**kwargs)
-        self.units = units
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.set_config(units=units, kernel_initializer=keras.initializers.get(kernel_initializer),
+                        recurrent_initializer=keras.initializers.get(recurrent_initializer))
         self.state_size = units
         self.output_size = units
 
@@ -52,9 +52,11 @@ class LAUCell(keras.layers.Layer):
         return new_h, [new_h]
 
     def get_config(self):
-        return dict(super().get_config(), units=self.units,
-                    kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-                    recurrent_initializer=keras.initializers.serialize(self.recurrent_initializer))
+        # Initializers are objects: configs hold them serialised.
+        config = super().get_config()
+        for name in ("kernel_initializer", "recurrent_initializer"):
+            config[name] = keras.initializers.serialize(config[name])
+        return config
 
 
 CELLS = ("lau", "gru")

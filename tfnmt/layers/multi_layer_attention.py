@@ -27,16 +27,11 @@ class _MultiLayerSelfAttention:
 
     def __init__(self, num_heads, ffn_dim, lower_layers=0, aggregation_ffn_dim=None, **kwargs):
         super().__init__(num_heads, ffn_dim, **kwargs)
-        self.lower_layers = lower_layers
-        self.aggregation_ffn_dim = aggregation_ffn_dim or ffn_dim
+        self.set_config(lower_layers=lower_layers, aggregation_ffn_dim=aggregation_ffn_dim or ffn_dim)
 
     def build(self, input_shape):
         super().build(input_shape)
         self._build_lower(input_shape)
-
-    def get_config(self):
-        return dict(super().get_config(), lower_layers=self.lower_layers,
-                    aggregation_ffn_dim=self.aggregation_ffn_dim)
 
     def _build_lower(self, input_shape):
         self.lower_attentions, self.lower_norms = [], []

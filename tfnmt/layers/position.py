@@ -5,9 +5,11 @@ import math
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.configured import Configured
+
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class SinusoidalPosition(keras.layers.Layer):
+class SinusoidalPosition(Configured, keras.layers.Layer):
     """Adds sin/cos position signals to [B, T, d] inputs, starting at position `offset`.
 
     `offset` lets incremental decoding add the signal of step t to a one-step input.
@@ -15,7 +17,7 @@ class SinusoidalPosition(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000.0, **kwargs):
         super().__init__(**kwargs)
-        self.max_wavelength = max_wavelength
+        self.set_config(max_wavelength=max_wavelength)
 
     def call(self, inputs, offset=0):
         length = tf.shape(inputs)[1]
@@ -28,6 +30,3 @@ class SinusoidalPosition(keras.layers.Layer):
         if depth % 2:
             signal = tf.pad(signal, [[0, 0], [0, 1]])
         return inputs + tf.cast(signal, inputs.dtype)[None]
-
-    def get_config(self):
-        return dict(super().get_config(), max_wavelength=self.max_wavelength)

@@ -9,9 +9,11 @@ its padding mask is that of the source with every entry repeated k times.
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.configured import Configured
+
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class StateSplitter(keras.layers.Layer):
+class StateSplitter(Configured, keras.layers.Layer):
     """[B, S, d] states and [B, S] mask -> [B, k·S, d] states and [B, k·S] mask.
 
     `width` is the output state width (default: the input's).
@@ -21,8 +23,7 @@ class StateSplitter(keras.layers.Layer):
         super().__init__(**kwargs)
         if split_factor < 1:
             raise ValueError(f"split factor must be at least 1, not {split_factor}")
-        self.split_factor = split_factor
-        self.width = width
+        self.set_config(split_factor=split_factor, width=width)
 
     def build(self, input_shape):
         self.output_width = self.width or input_shape[-1]
@@ -34,6 +35,3 @@ class StateSplitter(keras.layers.Layer):
         batch, length = tf.shape(projected)[0], tf.shape(projected)[1]
         split = tf.reshape(projected, [batch, length * self.split_factor, self.output_width])
         return split, tf.repeat(mask, self.split_factor, axis=1)
-
-    def get_config(self):
-        return dict(super().get_config(), split_factor=self.split_factor, width=self.width)

@@ -4,19 +4,19 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.attention import MultiHeadAttention
+from tfnmt.layers.configured import Configured
 from tfnmt.layers.hparams import DROPOUT, HParam
 from tfnmt.layers.part import Part
 from tfnmt.layers.position import SinusoidalPosition
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class FeedForward(keras.layers.Layer):
+class FeedForward(Configured, keras.layers.Layer):
     """Position-wise ReLU feed-forward block d -> ffn -> d."""
 
     def __init__(self, ffn_dim, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
-        self.ffn_dim = ffn_dim
-        self.dropout = dropout
+        self.set_config(ffn_dim=ffn_dim, dropout=dropout)
 
     def build(self, input_shape):
         self.inner = keras.layers.Dense(self.ffn_dim, activation="relu", name="inner")
@@ -28,33 +28,21 @@ class FeedForward(keras.layers.Layer):
     def call(self, x, training=False):
         return self.outer(self.dropout_layer(self.inner(x), training=training))
 
-    def get_config(self):
-        return dict(super().get_config(), ffn_dim=self.ffn_dim, dropout=self.dropout)
 
-
-class _Sublayers(keras.layers.Layer):
+class _Sublayers(Configured, keras.layers.Layer):
     """Shared residual wiring: `x + dropout(f(norm(x)))` (pre-norm) or `norm(x + dropout(f(x)))`."""
 
     def __init__(self, num_heads, ffn_dim, dropout=0.1, attention_dropout=0.0, ffn_dropout=0.0,
                  pre_norm=False, **kwargs):
         super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.ffn_dim = ffn_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.ffn_dropout = ffn_dropout
-        self.pre_norm = pre_norm
+        self.set_config(num_heads=num_heads, ffn_dim=ffn_dim, dropout=dropout,
+                        attention_dropout=attention_dropout, ffn_dropout=ffn_dropout, pre_norm=pre_norm)
         self.dropout_layer = keras.layers.Dropout(dropout)
 
     def _residual(self, x, norm, fn, training):
         if self.pre_norm:
             return x + self.dropout_layer(fn(norm(x)), training=training)
         return norm(x + self.dropout_layer(fn(x), training=training))
-
-    def get_config(self):
-        return dict(super().get_config(), num_heads=self.num_heads, ffn_dim=self.ffn_dim,
-                    dropout=self.dropout, attention_dropout=self.attention_dropout,
-                    ffn_dropout=self.ffn_dropout, pre_norm=self.pre_norm)
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")

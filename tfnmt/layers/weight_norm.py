@@ -7,6 +7,8 @@ length of each unit's weights are learned separately.
 import keras
 import tensorflow as tf
 
+from tfnmt.layers.configured import Configured
+
 
 def _init_pair(layer, v_shape, g_shape, stddev, fan):
     """v ~ N(0, stddev); g starts at the expected norm of a column of v, stddev * sqrt(fan), so the
@@ -23,13 +25,12 @@ def _normalised(v, g, axes):
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class WeightNormDense(keras.layers.Layer):
+class WeightNormDense(Configured, keras.layers.Layer):
     """x [..., in] -> [..., units]."""
 
     def __init__(self, units, dropout_in=0.0, **kwargs):
         super().__init__(**kwargs)
-        self.units = units
-        self.dropout_in = dropout_in
+        self.set_config(units=units, dropout_in=dropout_in)
 
     def build(self, input_shape):
         fan_in = input_shape[-1]
@@ -44,12 +45,9 @@ class WeightNormDense(keras.layers.Layer):
     def call(self, x):
         return tf.matmul(x, tf.cast(self.kernel(), x.dtype)) + tf.cast(self.bias, x.dtype)
 
-    def get_config(self):
-        return dict(super().get_config(), units=self.units, dropout_in=self.dropout_in)
-
 
 @keras.saving.register_keras_serializable(package="tfnmt")
-class WeightNormConv1D(keras.layers.Layer):
+class WeightNormConv1D(Configured, keras.layers.Layer):
     """1-D convolution [B, T, in] -> [B, T, filters], 'same' or causal padding.
 
     `step` computes the output for the newest position from the last `kernel_size` inputs,
@@ -58,10 +56,7 @@ class WeightNormConv1D(keras.layers.Layer):
 
     def __init__(self, filters, kernel_size, causal=False, dropout_in=0.0, **kwargs):
         super().__init__(**kwargs)
-        self.filters = filters
-        self.kernel_size = kernel_size
-        self.causal = causal
-        self.dropout_in = dropout_in
+        self.set_config(filters=filters, kernel_size=kernel_size, causal=causal, dropout_in=dropout_in)
 
     def build(self, input_shape):
         fan_in = input_shape[-1]
@@ -86,7 +81,3 @@ class WeightNormConv1D(keras.layers.Layer):
         newest position."""
         return (tf.einsum("nki,kio->no", recent, tf.cast(self.kernel(), recent.dtype))
                 + tf.cast(self.bias, recent.dtype))
-
-    def get_config(self):
-        return dict(super().get_config(), filters=self.filters, kernel_size=self.kernel_size,
-                    causal=self.causal, dropout_in=self.dropout_in)
