@@ -60,20 +60,27 @@ def test_a_model_holds_a_shared_flag_to_its_own_range(corpus, tmp_path, capsys):
 
 
 def _numeric_hparams():
-    from tfnmt.models import catalog
-    return [(model, name) for model in catalog.names()
-            for name, spec in catalog.get(model).HPARAMS.items() if spec.range is not None]
+    """(model, name, the hybrid's parts that declare it) of every numeric hyper-parameter."""
+    from tfnmt.models import catalog, hybrid
+    choices = [{}] + [dict(encoder_type=e, decoder_type=d) for e, d in hybrid.pairs()]
+    cases = {}
+    for model in catalog.names():
+        for parts in (choices if model == "hybrid" else [{}]):
+            for name, spec in catalog.get(model).declared(parts).items():
+                if spec.range is not None:
+                    cases.setdefault((model, name), parts)
+    return [(model, name, parts) for (model, name), parts in cases.items()]
 
 
-@pytest.mark.parametrize("model, name", _numeric_hparams())
-def test_every_model_refuses_a_hyper_parameter_below_its_range(model, name):
+@pytest.mark.parametrize("model, name, parts", _numeric_hparams())
+def test_every_model_refuses_a_hyper_parameter_below_its_range(model, name, parts):
     from tfnmt.errors import ConfigError
     from tfnmt.models import catalog
     cls = catalog.get(model)
-    spec = cls.HPARAMS[name]
+    spec = cls.declared(parts)[name]
     below = spec.range.low - (1 if spec.kind is int else 0.5)
     with pytest.raises(ConfigError, match=f"--{name}="):
-        cls(20, 20, **{name: spec.kind(below)})
+        cls(20, 20, **parts, **{name: spec.kind(below)})
 
 
 def test_a_numeric_hyper_parameter_cannot_be_declared_without_a_range():

@@ -57,8 +57,7 @@ def log_probs(model, sp, source, target_ids):
     and eos [T + 1, V], float64."""
     from tfnmt.data.vocab import BOS_ID, EOS_ID
     memory = model.encode(tf.constant([sp.encode(source) + [EOS_ID]]))
-    logits = model.decoder.decode(model.decoder.memory(memory),
-                                  tf.constant([[BOS_ID] + target_ids]))[0].numpy()
+    logits = model.decoder.decode(memory, tf.constant([[BOS_ID] + target_ids]))[0].numpy()
     return tf.nn.log_softmax(logits.astype(np.float64)).numpy()
 
 

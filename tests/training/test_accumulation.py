@@ -76,7 +76,7 @@ def _batch_padded(batch, width):
 
 def test_a_model_compiled_by_keras_alone_refuses_to_train_and_names_the_step_to_compile_with():
     # The training step is tfnmt.training.step's; Keras' own would train nothing sensible.
-    model = catalog.get("transformer")(VOCAB, VOCAB, encoder_layers=1, decoder_layers=1,
+    model = catalog.get("transformer")(VOCAB, VOCAB, 0.1, encoder_layers=1, decoder_layers=1,
                                         d_model=16, ffn_dim=32, num_heads=2)
     model.build_with_dummy_batch()
     model.compile(optimizer=keras.optimizers.SGD(1.0), run_eagerly=True)
