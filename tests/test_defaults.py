@@ -162,14 +162,6 @@ def test_the_verbs_read_typed_options_not_flag_values():
     assert reads == []
 
 
-def test_no_function_of_the_cli_is_longer_than_60_lines():
-    import ast
-    long = [f"{name}:{node.name} {node.end_lineno - node.lineno + 1}"
-            for name, tree in _cli_sources() for node in ast.walk(tree)
-            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > 60]
-    assert long == []
-
-
 def test_the_backend_factory_takes_the_declared_options():
     import inspect
 
