@@ -1,11 +1,15 @@
 """The Luong-attention LSTM decoder (decoders/luong.py): a part added as one file and its registry
 line, which every sequence encoder then feeds through `--model=hybrid` with no other edit."""
 
+import os
+
 import numpy as np
 import tensorflow as tf
 
+from conftest import REPO, run_cli
 from contract import overfit_export_and_compare, tiny_model
 from tfnmt.layers.part import DECODERS, ENCODERS
+from tfnmt.serving import server as server_lib
 
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
 
@@ -82,12 +86,22 @@ def test_it_is_registered_and_every_sequence_encoder_feeds_it():
                                                             model.decoder.units)
 
 
-def test_behind_the_transformer_encoder_it_overfits_multi30k_and_its_export_translates_alike(
+def test_behind_the_transformer_encoder_it_overfits_multi30k_and_is_served_as_it_translates(
         multi30k_dir, tmp_path):
-    # (Every pair's untrained export is checked against in-process decoding in test_contract.py.)
-    overfit_export_and_compare(str(tmp_path), multi30k_dir, "--model=hybrid",
+    # (Every pair's untrained export is checked against in-process decoding in test_pairs.py.)
+    run = overfit_export_and_compare(str(tmp_path), multi30k_dir, "--model=hybrid",
                                "--encoder_type=transformer", "--decoder_type=luong",
                                "--encoder_layers=2", "--d_model=64", "--ffn_dim=128",
                                "--num_heads=4", "--dropout=0", "--decoder_layers=2",
                                "--lstm_units=96", "--lstm_embed_dim=64", "--lstm_dropout=0",
                                steps=320, learning_rate=3e-3, below=1.5)
+    # `tfnmt serve` serves the export (TF Serving's REST API), and translates as the checkpoint.
+    process, url = server_lib.spawn([f"--export_dir={tmp_path / 'e'}", "--rest_api_port=0"],
+                                    env=dict(os.environ, PYTHONPATH=REPO))
+    try:
+        served = tmp_path / "served.txt"
+        assert run_cli("translate", f"--server={url}", "--served_model=overfit",
+                       f"--input={run.sources}", f"--output={served}") == 0
+    finally:
+        server_lib.stop(process)
+    assert served.read_text().splitlines() == run.outputs[0]
