@@ -153,23 +153,39 @@ def test_other_models_are_refused_in_one_line(trained_model, tmp_path, capsys, m
     assert not (tmp_path / "out").exists()
 
 
-def test_bench_compare_prints_the_side_by_side_table(trained_model, corpus, capsys):
-    assert run_cli("bench", "--bench=translate", "--compare_ctranslate2",
-                   f"--model_dir={trained_model}", f"--data=text:{corpus}", "--bench_sentences=12",
-                   "--bench_latency_sentences=3", "--decode_batch_size=4", "--beam_size=2",
-                   "--length_penalty_mode=length") == 0
+def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained_model, corpus,
+                                                                         capsys, tmp_path):
+    """With a sibling process holding a core, the table prints no ratio and says why; every
+    engine ran in a process of its own, not this one."""
+    import subprocess
+    import sys
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        assert run_cli("bench", "--bench=translate", "--compare_ctranslate2",
+                       f"--model_dir={trained_model}", f"--data=text:{corpus}",
+                       "--bench_sentences=12", "--bench_latency_sentences=3",
+                       "--decode_batch_size=4", "--beam_size=2", "--length_penalty_mode=length",
+                       f"--bench_output={tmp_path / 'bench.json'}") == 0
+    finally:
+        busy.kill()
     lines = capsys.readouterr().out.strip().splitlines()
     result = json.loads(lines[-1])
-    assert lines[:6] == result["table"].splitlines()[:6]
-    assert [line.split(" | ")[0] for line in lines[2:6]] == [
-        "| beam 2, batch 4", "| beam 2, batch 1, p50", "| greedy, batch 4",
-        "| greedy, batch 1, p50"]
-    assert result["results"]["greedy"]["agreement"] == "12/12"
-    assert "greedy 12/12 sentences" in result["table"]
-    beam = result["results"]["beam"]
-    assert (beam["beam_size"], beam["length_penalty_mode"]) == (2, "length")
-    for decode in result["results"].values():
-        assert decode["tfnmt_sentences_per_second"] > 0 and decode["ct2_sentences_per_second"] > 0
+    assert json.loads((tmp_path / "bench.json").read_text()) == result
+    assert lines[:-1] == result["table"].splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:8]] == [
+        "| beam 2, batch 4", "| beam 2, batch 1, p50", "| beam 2, batch 1, p90",
+        "| greedy, batch 4", "| greedy, batch 1, p50", "| greedy, batch 1, p90"]
+    for row in lines[2:8]:  # the two ratio columns are empty
+        cells = row.strip("|").split(" | ")
+        assert (cells[3].strip(), cells[6].strip()) == ("-", "-"), row
+    share, _ = result["busiest"]
+    assert share > 0.10 and f"No ratio: other processes used {100 * share:.0f}%" in lines[-2]
+    pids = [e["pid"] for e in result["engines"]]
+    assert os.getpid() not in pids and len(set(pids)) == len(pids)
+    assert [(e["engine"], e["variant"]) for e in result["engines"]][:2] == [
+        ("tfnmt", "float32"), ("ctranslate2", "float32")]
+    assert result["agreement"]["greedy"] == "12/12"
+    assert result["decodes"]["beam"]["beam_size"] == 2
 
 
 def test_pre_norm_untied_shared_embeddings_map_too(trained_model, tmp_path):

@@ -34,7 +34,7 @@ from tfnmt.data import pipeline, sources
 from tfnmt.data.options import DataOptions
 from tfnmt.data.vocab import load_vocabs
 from tfnmt.decoding.translator import translate_sentences
-from tfnmt.errors import ConfigError
+from tfnmt.errors import ConfigError, UserError
 from tfnmt.exporters.options import ExportOptions
 from tfnmt.serving.options import ClientOptions, ExportedModelOptions
 from tfnmt.training.trainer import compiled_model, training_batching
@@ -257,13 +257,20 @@ def _serve_locally(bench, client, export_dir, sentences, batching_enabled):
 def run():
     bench = read(BenchOptions)
     if bench.bench == "serve":
-        results = bench_serve(bench)
-        for result in results:
-            print(json.dumps(result))
-        return results
-    benches = {"train": bench_train, "translate": bench_translate, "decode": bench_decode}
-    result = benches[bench.bench](bench)
-    if "table" in result:
-        print(result["table"])
-    print(json.dumps(result))
+        result = bench_serve(bench)
+        for one in result:
+            print(json.dumps(one))
+    else:
+        benches = {"train": bench_train, "translate": bench_translate, "decode": bench_decode}
+        result = benches[bench.bench](bench)
+        if "table" in result:
+            print(result["table"])
+        print(json.dumps(result))
+    if bench.bench_output:
+        with open(bench.bench_output, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+    if isinstance(result, dict) and result.get("incoherent"):
+        raise UserError("incoherent measurement, do not use these figures: "
+                        + "; ".join(result["incoherent"]))
     return result

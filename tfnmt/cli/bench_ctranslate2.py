@@ -1,20 +1,24 @@
 """`tfnmt bench --bench=translate --compare_ctranslate2`: the same weights decoded by tfnmt's
 SavedModel and by CTranslate2 (converted as `tfnmt export --format=ctranslate2` does), on the
-same test sentences and the same batches sorted by length, SentencePiece included on both
-sides, timed batch by batch in turn so that a busy machine slows both alike.
+same test sentences and batches sorted by length, SentencePiece included on both sides.
+
+Each engine runs alone in a process of its own (cli/bench_engine.py), one after the other:
+tfnmt float32, then CTranslate2 in every compute type the CPU supports, float32 first. Each
+makes a warm-up pass and REPEATS timed passes, and measures over each pass the share of the
+machine other processes used; the table gives medians, float32 against float32 and each
+engine's fastest variant against the other's, and no ratio if others used more than MAX_OTHERS
+of the machine during any pass. Figures that cannot all be true (`incoherent`) fail the bench.
 
 Rows: beam search (--beam_size and the length penalty of the decoding flags, or of the
 --saved_model's export) and greedy search (beam 1, no length penalty), each at
---decode_batch_size (sentences/s) and one sentence at a time (p50 latency). Before timing,
-greedy agreement is checked: a sentence that tfnmt ends at its length limit is decoded again by
-CTranslate2 with that limit (docs/export.md: CTranslate2 export, length limits).
+--decode_batch_size (sentences/s) and one sentence at a time (p50 and p90 latency). Greedy
+output must agree (docs/export.md: CTranslate2 export, length limits).
 """
 
 import dataclasses
 import math
 import os
 import tempfile
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -70,28 +74,6 @@ def _checkpoint_weights(source):
     return (config, translator.model, *load_vocabs(model_dir), translator.options)
 
 
-class _CT2:
-    """Text in, text out through CTranslate2 with the decoding settings of `options`."""
-
-    def __init__(self, translator, source_vocab, target_vocab, options):
-        import sentencepiece as spm
-        self.translator, self.options = translator, options
-        self.source = spm.SentencePieceProcessor(model_proto=source_vocab.proto)
-        self.target = spm.SentencePieceProcessor(model_proto=target_vocab.proto)
-
-    def translate(self, lines, max_length=None):
-        """`max_length`: the most tokens (eos excluded); by default the batch's longest tfnmt
-        limit, so that a sentence that never ends costs both alike."""
-        o = self.options
-        tokens = self.source.encode(lines, out_type=str)
-        max_length = max_length or max(_tfnmt_limit(o, len(t)) for t in tokens) - 1
-        results = self.translator.translate_batch(
-            tokens, beam_size=o.beam_size, length_penalty=o.length_penalty,
-            min_decoding_length=0, max_decoding_length=max_length,
-            max_input_length=o.max_input_length + 1)
-        return [self.target.decode(r.hypotheses[0]) for r in results]
-
-
 def _tfnmt_limit(options, pieces):
     """tfnmt's length limit (eos included) for a source of `pieces` pieces (beam_search.py)."""
     length = min(pieces, options.max_input_length)
@@ -117,18 +99,34 @@ def compare(bench, data, batch, source):
     config, model, source_vocab, target_vocab, options = (
         _saved_model_weights(saved) if saved else _checkpoint_weights(source))
     options = dataclasses.replace(options, n_best=1, alignments="none", sampling=False)
+    decodes = {"beam": options,
+               "greedy": dataclasses.replace(options, beam_size=1, length_penalty=0.0)}
     test = _test_batches(bench, data, config, source_vocab, batch)
     with tempfile.TemporaryDirectory() as tmp:
-        systems, threads = _systems(ctranslate2, tmp, saved, config, model, source_vocab,
-                                    target_vocab, options)
-        results = {name: _timed(name, ours, theirs, test)
-                   for name, (ours, theirs) in systems.items()}
-    return {"bench": "translate", "compare": "ctranslate2", "model": config["model"],
-            "source": saved or "checkpoint", "sentences": len(test.order),
-            "batch_size": batch, "latency_sentences": len(test.singles),
-            "ctranslate2_version": ctranslate2.__version__, "ctranslate2_threads": threads,
-            "results": results,
-            "table": _table(results, batch)}
+        specs = _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab,
+                       decodes, test)
+        engines = [_run_engine(spec, tmp) for spec in specs]
+    result = {"bench": "translate", "compare": "ctranslate2", "model": config["model"],
+              "source": saved or "checkpoint", "sentences": len(test.order),
+              "batch_size": batch, "latency_sentences": len(test.singles), "repeats": REPEATS,
+              "machine": machine(), "ctranslate2_version": ctranslate2.__version__,
+              "decodes": {name: {"beam_size": o.beam_size, "length_penalty": o.length_penalty,
+                                 "length_penalty_mode": o.length_penalty_mode}
+                          for name, o in decodes.items()},
+              "engines": [summary(engine, test, batch) for engine in engines]}
+    result["agreement"] = _agreement(engines, test)
+    result["busiest"] = _busiest(result["engines"])
+    result["table"] = table(result)
+    result["incoherent"] = incoherent(result)
+    return result
+
+
+# Timed passes per engine and decode; the figures are their medians.
+REPEATS = 3
+# Above this share of the machine used by other processes during any timed pass, no ratio is
+# printed: CTranslate2's OpenMP threads slow down far more under outside load than
+# TensorFlow's (a quiet 279 sentences/s fell to 6.9 beside a process holding one core).
+MAX_OTHERS = 0.10
 
 
 @dataclasses.dataclass
@@ -153,83 +151,211 @@ def _test_batches(bench, data, config, source_vocab, batch):
                  sentences[: bench.bench_latency_sentences], pieces)
 
 
-def _systems(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, options):
-    """({beam|greedy: (tfnmt SavedModelTranslator, _CT2)}, CTranslate2's threads): the model
-    converted to CTranslate2 once, and exported per decoding (the beam of a --saved_model is
-    that export)."""
+def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, decodes, test):
+    """What each engine process is given: tfnmt's SavedModels (the beam of a --saved_model is
+    that export) and the model converted to CTranslate2 once, for each compute type the CPU
+    has, float32 first."""
     from tfnmt.decoding.translator import Translator
     from tfnmt.exporters import ctranslate2 as ct2_export
     from tfnmt.exporters import saved_model
-    decodes = {"beam": options,
-               "greedy": dataclasses.replace(options, beam_size=1, length_penalty=0.0)}
+    common_spec = {"batches": test.batches, "singles": test.singles, "repeats": REPEATS}
+    paths = {name: (saved if saved and name == "beam" else saved_model.export(
+        Translator(model, source_vocab, target_vocab, o), tmp, name, 1, config))
+             for name, o in decodes.items()}
+    specs = [dict(common_spec, engine="tfnmt", variant="float32", decodes=paths)]
     ct2_dir = os.path.join(tmp, "ctranslate2")
-    ct2_export.save(model, source_vocab, target_vocab, options, ct2_dir)
-    # As many threads as TensorFlow uses (CTranslate2's default is 4 whatever the cores).
-    threads = os.cpu_count() or 1
-    ct2_model = ctranslate2.Translator(ct2_dir, device="cpu", compute_type="float32",
-                                       intra_threads=threads)
-    systems = {}
-    for name, opts in decodes.items():
-        path = (saved if saved and name == "beam" else
-                saved_model.export(Translator(model, source_vocab, target_vocab, opts), tmp,
-                                   name, 1, config))
-        ours = saved_model.SavedModelTranslator(path)
-        systems[name] = (ours, _CT2(ct2_model, source_vocab, target_vocab, ours.options))
-    return systems, threads
+    ct2_export.save(model, source_vocab, target_vocab, decodes["beam"], ct2_dir)
+    spm_files = ct2_export.vocab_files(source_vocab, target_vocab)
+    spm_paths = [os.path.join(ct2_dir, name) for name in spm_files]
+    o = decodes["beam"]
+    ct2_spec = dict(
+        common_spec, engine="ctranslate2", model_dir=ct2_dir, source_spm=spm_paths[0],
+        target_spm=spm_paths[-1], max_input_length=o.max_input_length,
+        # As many threads as TensorFlow uses (CTranslate2's default is 4 whatever the cores).
+        threads=os.cpu_count() or 1,
+        limits={line: _tfnmt_limit(o, test.pieces[line]) - 1 for line in test.pieces},
+        decodes={name: {"beam_size": d.beam_size, "length_penalty": d.length_penalty}
+                 for name, d in decodes.items()})
+    types = sorted(ctranslate2.get_supported_compute_types("cpu"),
+                   key=lambda t: (t != "float32", t))
+    return specs + [dict(ct2_spec, variant=t) for t in types]
 
 
-def _tfnmt_run(translator, lines):
-    return [t.decode("utf-8") for t in
-            translator.translate(tf.constant(lines))["translations"].numpy()]
+def _run_engine(spec, tmp):
+    """One engine's RESULT (cli/bench_engine.py), measured in a process of its own."""
+    import json
+    import subprocess
+    import sys
+
+    import tfnmt
+    spec_path, out_path = os.path.join(tmp, "spec.json"), os.path.join(tmp, "result.json")
+    with open(spec_path, "w", encoding="utf-8") as f:
+        json.dump(spec, f)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tfnmt.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    print(f"measuring {spec['engine']} {spec['variant']} in a process of its own",
+          file=sys.stderr, flush=True)
+    done = subprocess.run([sys.executable, "-m", "tfnmt.cli.bench_engine", spec_path, out_path],
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise ConfigError(f"measuring {spec['engine']} {spec['variant']} failed: {last}")
+    with open(out_path, encoding="utf-8") as f:
+        return json.load(f)
 
 
-def _timed(name, ours, theirs, test):
-    """One row's numbers: both systems timed batch by batch in turn, then sentence by sentence,
-    and how many translations agree."""
-    _tfnmt_run(ours, test.batches[0])  # first calls initialise the graphs
-    theirs.translate(test.batches[0])
-    runs = (lambda x: _tfnmt_run(ours, x), theirs.translate)
-    seconds, outputs = [0.0, 0.0], [[], []]
-    for lines in test.batches:
-        for i, run in enumerate(runs):
-            start = time.perf_counter()
-            outputs[i] += run(lines)
-            seconds[i] += time.perf_counter() - start
-    latencies = [[], []]
-    for line in test.singles:
-        for i, run in enumerate(runs):
-            start = time.perf_counter()
-            run([line])
-            latencies[i].append(1000 * (time.perf_counter() - start))
-    agree = 0
-    for line, a, b in zip(test.order, *outputs):
-        if a != b and name == "greedy":  # tfnmt may have stopped it at its limit
-            b = theirs.translate([line], _tfnmt_limit(ours.options, test.pieces[line]) - 1)[0]
-        agree += a == b
-    count = len(test.order)
-    return {"beam_size": ours.options.beam_size,
-            "length_penalty": ours.options.length_penalty,
-            "length_penalty_mode": ours.options.length_penalty_mode,
-            "agreement": f"{agree}/{count}",
-            "tfnmt_sentences_per_second": round(count / seconds[0], 2),
-            "ct2_sentences_per_second": round(count / seconds[1], 2),
-            "tfnmt_batch1_latency_ms_p50": round(float(np.percentile(latencies[0], 50)), 1),
-            "ct2_batch1_latency_ms_p50": round(float(np.percentile(latencies[1], 50)), 1)}
+def summary(engine, test, batch):
+    """An engine's figures per decode: the medians over the repeats of sentences/s at `batch`
+    and of batch-1 latency p50 and p90, and the largest share of the machine others used
+    during any timed pass (None if it could not be read)."""
+    decodes = {}
+    for name, d in engine["decodes"].items():
+        loads = [run["others"] for run in d["batched"] + d["single"]]
+        decodes[name] = {
+            "sentences_per_second": round(float(np.median(
+                [len(test.order) / run["seconds"] for run in d["batched"]])), 2),
+            "batch1_latency_ms_p50": round(float(np.median(
+                [np.percentile(run["latencies_ms"], 50) for run in d["single"]])), 2),
+            "batch1_latency_ms_p90": round(float(np.median(
+                [np.percentile(run["latencies_ms"], 90) for run in d["single"]])), 2),
+            "others_max": None if None in loads else max(loads),
+            "runs": {"batched": d["batched"], "single": d["single"]}}
+    return {"engine": engine["engine"], "variant": engine["variant"], "pid": engine["pid"],
+            "decodes": decodes}
 
 
-def _table(results, batch):
-    rows = ["| | tfnmt SavedModel | CTranslate2 | tfnmt / CT2 |", "|---|---|---|---|"]
-    for name, r in results.items():
-        label = f"beam {r['beam_size']}" if name == "beam" else "greedy"
-        rows.append(f"| {label}, batch {batch} | {r['tfnmt_sentences_per_second']} sent/s | "
-                    f"{r['ct2_sentences_per_second']} sent/s | "
-                    f"{r['tfnmt_sentences_per_second'] / r['ct2_sentences_per_second']:.2f} |")
-        ours, theirs = r["tfnmt_batch1_latency_ms_p50"], r["ct2_batch1_latency_ms_p50"]
-        rows.append(f"| {label}, batch 1, p50 | {ours} ms | {theirs} ms | "
-                    f"{_ratio_text(ours, theirs)} |")
-    beam = results["beam"]
+def _agreement(engines, test):
+    """Sentences on which tfnmt float32 and CTranslate2 float32 give the same translation, per
+    decode. CTranslate2 stops a whole batch at its longest tfnmt limit; a sentence that tfnmt
+    ended at its own limit is compared with CTranslate2's decode under that limit."""
+    ours, theirs = (next(e for e in engines if (e["engine"], e["variant"]) == key)
+                    for key in (("tfnmt", "float32"), ("ctranslate2", "float32")))
+    out = {}
+    for name, d in ours["decodes"].items():
+        t = theirs["decodes"][name]
+        same = sum(a in (b, c) for a, b, c in zip(d["outputs"], t["outputs"],
+                                                  t["own_limit_outputs"]))
+        out[name] = f"{same}/{len(test.order)}"
+    return out
+
+
+def _busiest(engines):
+    """(the largest share of the machine others used in any timed pass, whose pass) or
+    (None, None) if some pass's could not be read."""
+    loads = [(d["others_max"], f"{e['engine']} {e['variant']}, {name}")
+             for e in engines for name, d in e["decodes"].items()]
+    if any(share is None for share, _ in loads):
+        return None, None
+    return max(loads)
+
+
+def machine():
+    """What the figures were measured on: CPU, cores, the instruction sets that decide the
+    fast paths, the versions, and this checkout's commit if it is one."""
+    import platform
+    import subprocess
+
+    import tfnmt
+    cpu, flags = platform.processor(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    cpu = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tfnmt.__file__)))
+    commit = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"],
+                            capture_output=True, text=True)
+    return {"cpu": cpu, "cores": os.cpu_count(),
+            "instructions": sorted(flags & {"avx2", "avx512f", "avx512_bf16", "avx512_vnni",
+                                            "amx_bf16", "amx_int8"}),
+            "tensorflow": tf.__version__, "tfnmt": tfnmt.__version__,
+            "commit": commit.stdout.strip() if commit.returncode == 0 else None}
+
+
+def _fastest(engines, engine, decode, key):
+    """(figure, variant) of `engine`'s fastest variant by `key`."""
+    rows = [(e["decodes"][decode][key], e["variant"]) for e in engines if e["engine"] == engine]
+    return (max if key == "sentences_per_second" else min)(rows)
+
+
+def _ratio(ours, theirs, key):
+    if key == "sentences_per_second":
+        return f"{ours / theirs:.2f}x"
+    return _ratio_text(ours, theirs)
+
+
+def table(result):
+    """The markdown table: per decode, sentences/s at the batch size and batch-1 latency p50
+    and p90; float32 against float32, then each engine's fastest variant; no ratio when the
+    machine was not quiet."""
+    engines, batch = result["engines"], result["batch_size"]
+    share, where = result["busiest"]
+    quiet = was_quiet(result)
+    rows = ["| | tfnmt float32 | CTranslate2 float32 | tfnmt / CT2 | tfnmt fastest | "
+            "CTranslate2 fastest | tfnmt / CT2 |", "|---|---|---|---|---|---|---|"]
+    measures = (("sentences_per_second", f"batch {batch}", "sent/s"),
+                ("batch1_latency_ms_p50", "batch 1, p50", "ms"),
+                ("batch1_latency_ms_p90", "batch 1, p90", "ms"))
+    for name, decode in result["decodes"].items():
+        label = f"beam {decode['beam_size']}" if name == "beam" else "greedy"
+        for key, what, unit in measures:
+            cells = []
+            for pick in ("float32", "fastest"):
+                pair = []
+                for engine in ("tfnmt", "ctranslate2"):
+                    if pick == "float32":
+                        value = next(e for e in engines if (e["engine"], e["variant"]) ==
+                                     (engine, "float32"))["decodes"][name][key]
+                        pair.append((value, f"{value} {unit}"))
+                    else:
+                        value, variant = _fastest(engines, engine, name, key)
+                        pair.append((value, f"{value} {unit} ({variant})"))
+                ratio = _ratio(pair[0][0], pair[1][0], key) if quiet else "-"
+                cells += [pair[0][1], pair[1][1], ratio]
+            rows.append(f"| {label}, {what} | " + " | ".join(cells) + " |")
+    beam = result["decodes"]["beam"]
     rows.append("")
-    rows.append(f"Same output: greedy {results['greedy']['agreement']} sentences (must be all); "
-                f"beam {beam['agreement']} (length penalty {beam['length_penalty']}, tfnmt "
-                f"mode {beam['length_penalty_mode']}; CTranslate2 divides by |y|^alpha).")
+    rows.append(f"Same output (float32): greedy {result['agreement']['greedy']} sentences (must "
+                f"be all); beam {result['agreement']['beam']} (length penalty "
+                f"{beam['length_penalty']}, tfnmt mode {beam['length_penalty_mode']}; "
+                f"CTranslate2 divides by |y|^alpha).")
+    if share is None:
+        rows.append("No ratio: the machine's load could not be read (/proc/stat).")
+    elif not quiet:
+        rows.append(f"No ratio: other processes used {100 * share:.0f}% of the machine during "
+                    f"{where} (at most {100 * MAX_OTHERS:.0f}% for a comparison); measure on a "
+                    f"quiet machine.")
+    else:
+        rows.append(f"Quiet machine: other processes used at most {100 * share:.1f}% of it "
+                    f"during any timed pass. Each engine ran alone in its own process.")
     return "\n".join(rows)
+
+
+def was_quiet(result):
+    share = result["busiest"][0]
+    return share is not None and share <= MAX_OTHERS
+
+
+def incoherent(result):
+    """The figures of a quiet run that cannot all be true, each as a sentence: sentences/s at
+    batch B > 1 below one sentence at a time's 1000 / p50 latency would mean batching slows
+    decoding down. (A loaded run's figures are already refused: CTranslate2's batches slow
+    down under outside load far more than its single sentences.)"""
+    problems = []
+    if result["batch_size"] <= 1 or not was_quiet(result):
+        return problems
+    for e in result["engines"]:
+        for name, d in e["decodes"].items():
+            alone = 1000 / d["batch1_latency_ms_p50"]
+            if d["sentences_per_second"] < alone:
+                problems.append(
+                    f"{e['engine']} {e['variant']} {name}: {d['sentences_per_second']} "
+                    f"sentences/s at batch {result['batch_size']} is below the {alone:.1f} of "
+                    f"one at a time at {d['batch1_latency_ms_p50']} ms p50")
+    return problems

@@ -61,8 +61,11 @@ class BenchOptions:
         50, "Sentences translated one by one for latency.", bounds=">= 1")
     compare_ctranslate2: bool = option(
         False, "--bench=translate: convert the model (a plain transformer) to CTranslate2 and "
-        "print a side-by-side table of both decoding the same sentences, beam and greedy, with "
-        "their agreement (pip install -e \".[ctranslate2]\").")
+        "print a side-by-side table of both decoding the same sentences, beam and greedy, each "
+        "engine alone in its own process, with their agreement and the machine's other load "
+        "(pip install -e \".[ctranslate2]\").")
+    bench_output: str = option(
+        "", "Also write the result (the JSON printed last) to this file, indented.")
     bench_clients: int = option(8, "--bench=serve: concurrent clients.", bounds=">= 1")
     bench_seconds: float = option(20.0, "--bench=serve: how long each load runs.", bounds="> 0")
     bench_request_sentences: int = option(

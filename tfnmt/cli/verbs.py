@@ -119,7 +119,7 @@ VERBS = {
          [group("model"), "vocab_size"])),
     "bench": Verb(
         "measure training and translation speed",
-        ["bench"],
+        ["bench", "bench_output"],
         (_bench("train"),
          ["model_dir", group("model"), *DATA_SOURCE, "train_split", "train_limit",
           group("vocabulary"), "seed", "init_from", "label_smoothing", "precision", "optimizer",

@@ -1,0 +1,97 @@
+"""The CTranslate2 comparison's judgement of its own figures (cli/bench_ctranslate2.py,
+cli/bench_engine.py): the machine's other load, and figures that cannot all be true."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tfnmt.cli import bench_ctranslate2 as compare
+from tfnmt.cli.bench_engine import MachineLoad
+
+
+def test_machine_load_counts_a_busy_sibling_and_not_this_process():
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # the sibling is running
+        with MachineLoad() as sleeping:
+            time.sleep(1.0)
+    finally:
+        busy.kill()
+    # One of the two cores: half the machine, less what the rest of the suite takes from it.
+    assert sleeping.others > 0.25, sleeping.others
+    assert sleeping.seconds == pytest.approx(1.0, abs=0.2)
+
+
+def _engine(engine, variant, sps, p50, others=0.01):
+    d = {"sentences_per_second": sps, "batch1_latency_ms_p50": p50,
+         "batch1_latency_ms_p90": p50 * 1.5, "others_max": others}
+    return {"engine": engine, "variant": variant, "pid": 1, "decodes": {"beam": d, "greedy": d}}
+
+
+def _result(engines, batch=32):
+    result = {"batch_size": batch, "engines": engines,
+              "decodes": {"beam": {"beam_size": 5, "length_penalty": 0.6,
+                                   "length_penalty_mode": "length"},
+                          "greedy": {"beam_size": 1, "length_penalty": 0.0,
+                                     "length_penalty_mode": "length"}},
+              "agreement": {"beam": "9/10", "greedy": "10/10"}}
+    result["busiest"] = compare._busiest(engines)
+    return result
+
+
+QUIET = [_engine("tfnmt", "float32", 154.0, 35.0), _engine("ctranslate2", "float32", 279.0, 8.2),
+         _engine("ctranslate2", "int8", 173.0, 7.5)]
+
+
+def test_a_quiet_run_prints_both_ratios_and_each_engines_fastest():
+    rows = compare.table(_result(QUIET)).splitlines()
+    beam = rows[2].strip("|").split(" | ")
+    assert [c.strip() for c in beam] == [
+        "beam 5, batch 32", "154.0 sent/s", "279.0 sent/s", "0.55x",
+        "154.0 sent/s (float32)", "279.0 sent/s (float32)", "0.55x"]
+    p50 = [c.strip() for c in rows[3].strip("|").split(" | ")]
+    assert p50[3] == "4.27x slower" and p50[5] == "7.5 ms (int8)" and p50[6] == "4.67x slower"
+    assert rows[-1].startswith("Quiet machine: other processes used at most 1.0%")
+    assert compare.incoherent(_result(QUIET)) == []
+
+
+def test_a_loaded_run_prints_no_ratio():
+    engines = QUIET[:2] + [_engine("ctranslate2", "int8", 173.0, 7.5, others=0.37)]
+    rows = compare.table(_result(engines)).splitlines()
+    assert all(row.strip("|").split(" | ")[3].strip() == "-" for row in rows[2:8])
+    assert rows[-1].startswith("No ratio: other processes used 37% of the machine during "
+                               "ctranslate2 int8, ")
+
+
+def test_an_unreadable_load_prints_no_ratio():
+    engines = QUIET[:2] + [_engine("ctranslate2", "int8", 173.0, 7.5, others=None)]
+    assert compare.table(_result(engines)).splitlines()[-1] == (
+        "No ratio: the machine's load could not be read (/proc/stat).")
+
+
+def test_batching_slower_than_one_at_a_time_is_incoherent():
+    # 20 sentences/s at batch 32, where one at a time takes 35 ms (28.6 sentences/s).
+    doctored = [_engine("tfnmt", "float32", 20.0, 35.0)] + QUIET[1:]
+    problems = compare.incoherent(_result(doctored))
+    assert len(problems) == 2 and problems[0].startswith(
+        "tfnmt float32 beam: 20.0 sentences/s at batch 32 is below the 28.6 of one at a time")
+    assert compare.incoherent(_result(doctored, batch=1)) == []
+    loaded = doctored[:2] + [_engine("ctranslate2", "int8", 173.0, 7.5, others=0.37)]
+    assert compare.incoherent(_result(loaded)) == []  # already refused, as the table says
+
+
+def test_an_incoherent_measurement_fails_the_bench(monkeypatch, capsys):
+    from conftest import run_cli
+
+    from tfnmt.cli import bench
+    doctored = _result([_engine("tfnmt", "float32", 20.0, 35.0)] + QUIET[1:])
+    doctored.update(table="the table", incoherent=compare.incoherent(doctored))
+    monkeypatch.setattr(bench, "bench_translate", lambda options: doctored)
+    assert run_cli("bench", "--bench=translate") == 2
+    out, err = capsys.readouterr()
+    assert out.startswith("the table\n")  # the figures are still shown
+    assert err.strip().splitlines() == [
+        "tfnmt bench: error: incoherent measurement, do not use these figures: "
+        + "; ".join(doctored["incoherent"])]
