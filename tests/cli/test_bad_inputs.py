@@ -37,3 +37,39 @@ def test_a_model_dir_that_cannot_be_written_is_one_line(verb, case, tmp_path, mo
                    *(TINY_MODEL_FLAGS if verb == "train" else [])) == 2
     assert _error(capsys) == (f"tfnmt {verb}: error: --model_dir={model_dir}: {problem}; choose "
                               "another --model_dir")
+
+
+@pytest.fixture(scope="module")
+def small_saved_model(tmp_path_factory):
+    """A SavedModel of a trivial module: its files are damaged before anything reads them."""
+    import tensorflow as tf
+    module = tf.Module()
+    module.v = tf.Variable([1.0] * 64)
+    module.f = tf.function(lambda text: {"translations": text},
+                           input_signature=[tf.TensorSpec([None], tf.string)])
+    path = str(tmp_path_factory.mktemp("export") / "1")
+    tf.saved_model.save(module, path, signatures={"serving_default": module.f})
+    return path
+
+
+@pytest.mark.parametrize("damage, reason", [
+    ("empty", "saved_model.pb is empty"),
+    ("truncated", "saved_model.pb cannot be parsed: "),
+    ("variables cut short", ""),
+])
+def test_a_damaged_saved_model_is_one_line(damage, reason, small_saved_model, tmp_path, capsys):
+    import shutil
+    path = str(tmp_path / "1")
+    shutil.copytree(small_saved_model, path)
+    if damage == "variables cut short":
+        target = os.path.join(path, "variables", "variables.data-00000-of-00001")
+    else:
+        target = os.path.join(path, "saved_model.pb")
+    with open(target, "r+b") as f:
+        f.truncate(0 if damage == "empty" else os.path.getsize(target) // 2)
+    (tmp_path / "in.txt").write_text("the dog\n")
+    # Before: ValueError "... 0 MetaGraphs", OSError "Cannot parse file" tracebacks.
+    assert run_cli("translate", f"--saved_model={path}", f"--input={tmp_path / 'in.txt'}") == 2
+    line = _error(capsys)
+    assert line.startswith(f"tfnmt translate: error: cannot load the SavedModel in {path}: {reason}")
+    assert line.endswith("; export the model again")
