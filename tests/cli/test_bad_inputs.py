@@ -73,3 +73,41 @@ def test_a_damaged_saved_model_is_one_line(damage, reason, small_saved_model, tm
     line = _error(capsys)
     assert line.startswith(f"tfnmt translate: error: cannot load the SavedModel in {path}: {reason}")
     assert line.endswith("; export the model again")
+
+
+_HOLD_IMPORT = '''
+import builtins, os, time
+_import = builtins.__import__
+
+def _held(name, *args, **kwargs):
+    if name == "tensorflow" and not os.path.exists(os.environ["HELD_MARK"]):
+        open(os.environ["HELD_MARK"], "w").close()
+        time.sleep(60)
+    return _import(name, *args, **kwargs)
+builtins.__import__ = _held
+'''
+
+
+def test_ctrl_c_while_translate_loads_is_one_line(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    # The command is held where it first imports TensorFlow (a sitecustomize of this test), so
+    # that Ctrl-C lands while it loads, as in the first seconds of a real run.
+    (tmp_path / "sitecustomize.py").write_text(_HOLD_IMPORT)
+    mark = tmp_path / "importing"
+    env = dict(os.environ, HELD_MARK=str(mark), TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tfnmt", "translate", "--model_dir=/nonexistent"], env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        # A suite started in the background (`cmd &`) ignores SIGINT, and so would the child.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 60
+    while not mark.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=60)[1]
+    # Before: a KeyboardInterrupt traceback from within TensorFlow's import, status -2.
+    assert process.returncode == 130 and stderr.splitlines() == ["tfnmt translate: interrupted"], stderr
