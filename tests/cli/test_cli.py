@@ -260,6 +260,9 @@ def test_tensorflows_native_start_up_lines_are_dropped_and_errors_kept():
         b"I0000 00:00:1795441467.544408    4384 port.cc:153] oneDNN custom operations are on.\n",
         b"E0000 00:00:1795441472.263300    4384 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n",
         b"E0000 00:00:1795441474.706251    4489 util.cc:131] oneDNN supports DT_INT64 only on AVX-512.\n",
+        # train --deterministic (once leaked to stderr).
+        b"E0000 00:00:1795686093.297128    6197 node_def_util.cc:682] NodeDef mentions attribute "
+        b"use_unbounded_threadpool which is not in the op definition: Op<name=MapDataset; ...\n",
         b"W1123 13:44:30.501269 1400977 file_utils.py:394] Variant folder has no dataset_info.json\n",
         b"2024-11-01 10:50:26.662986: I tensorflow/core/platform/cpu_feature_guard.cc:210] This\n",
         b"To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild.\n",
