@@ -412,7 +412,7 @@ def _files_state(directory):
     found = sorted((int(m.group(1)), os.path.join(directory, f"ckpt-{m.group(1)}"))
                    for m in map(_NUMBERED.fullmatch, names) if m)
     paths = [path for _, path in found]
-    return paths, [os.path.getmtime(path + ".index") for path in paths]
+    return paths, [tf.io.gfile.stat(path + ".index").mtime_nsec / 1e9 for path in paths]
 
 
 def _state(directory):
