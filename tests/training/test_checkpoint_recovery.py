@@ -91,6 +91,11 @@ def test_a_lost_state_file_is_rebuilt_from_the_checkpoint_files(damage, tmp_path
     assert [os.path.basename(p) for p in checkpoints.list_checkpoints(str(tmp_path))] == \
         ["ckpt-4", "ckpt-3", "ckpt-2", "ckpt-1"]
     assert tf.train.latest_checkpoint(ckpt_dir) == f"{ckpt_dir}/ckpt-4"  # rewritten
+    # Training's next save lists them all again (a manager drops what it thinks preserved).
+    saver = checkpoints.Checkpoints(str(tmp_path), {"v": tf.Variable(5.0)}, keep_last=10)
+    saver.save(5)
+    assert [os.path.basename(p) for p in checkpoints.list_checkpoints(str(tmp_path))] == \
+        ["ckpt-5", "ckpt-4", "ckpt-3", "ckpt-2", "ckpt-1"]
 
 
 def test_the_other_verbs_read_the_checkpoint_files_without_a_state_file(tmp_path, caplog):

@@ -406,13 +406,15 @@ def _tensorflow_quiet():
 
 
 def _files_state(directory):
-    """(paths oldest first, their times): the checkpoints whose index is in `directory`,
-    as a lost state file would list them."""
+    """(paths oldest first, their times, a last preserved time): the checkpoints whose index is
+    in `directory`, as a lost state file would list them."""
     names = tf.io.gfile.listdir(directory) if tf.io.gfile.isdir(directory) else []
     found = sorted((int(m.group(1)), os.path.join(directory, f"ckpt-{m.group(1)}"))
                    for m in map(_NUMBERED.fullmatch, names) if m)
     paths = [path for _, path in found]
-    return paths, [tf.io.gfile.stat(path + ".index").mtime_nsec / 1e9 for path in paths]
+    stamps = [tf.io.gfile.stat(path + ".index").mtime_nsec / 1e9 for path in paths]
+    # CheckpointManager lists only the checkpoints newer than the last preserved time.
+    return paths, stamps, min(stamps, default=time.time()) - 1
 
 
 def _state(directory):
@@ -424,12 +426,12 @@ def _state(directory):
     file, the checkpoint files there are listed (`tfnmt train` writes the state file anew)."""
     state, problem = _state_file(directory)
     if not state:
-        paths, stamps = _files_state(directory)
+        paths, stamps, last_preserved = _files_state(directory)
         if paths and directory not in _said_rebuilt:
             _said_rebuilt.add(directory)
             logging.warning("%s is %s: reading the checkpoints from their files (newest %s)",
                             os.path.join(directory, _STATE_FILE), problem, paths[-1])
-        return paths, stamps, min(stamps, default=None)
+        return paths, stamps, last_preserved
     paths = []
     for path in state.all_model_checkpoint_paths:
         here = os.path.join(directory, os.path.basename(path))
@@ -461,12 +463,12 @@ def _repair_state(directory):
     checkpoint beside it stops training: starting over would bury whatever it was."""
     state, problem = _state_file(directory)
     if not state:
-        paths, stamps = _files_state(directory)
+        paths, stamps, last_preserved = _files_state(directory)
         if paths:
             logging.warning("%s is %s: rebuilt from the checkpoint files there (%s)",
                             os.path.join(directory, _STATE_FILE), problem,
                             ", ".join(os.path.basename(p) for p in paths))
-            _write_state(directory, paths, stamps, min(stamps))
+            _write_state(directory, paths, stamps, last_preserved)
             _said_rebuilt.add(directory)
         elif problem == "unreadable":
             raise CheckpointError(f"{os.path.join(directory, _STATE_FILE)} is unreadable and no "
