@@ -8,11 +8,11 @@
       logs/                TensorBoard scalars
 """
 
-import json
 import os
 
+from tfnmt import json_files
 from tfnmt.data.vocab import load_vocabs
-from tfnmt.errors import ConfigError
+from tfnmt.errors import ConfigError, cannot_write
 from tfnmt.models import catalog
 
 CONFIG_FILE = "config.json"
@@ -27,20 +27,15 @@ def read_config(model_dir):
     if not os.path.isfile(path):
         raise ConfigError(f"{model_dir} holds no trained model ({CONFIG_FILE} missing): "
                           "run `tfnmt train` first")
-    try:
-        with open(path) as f:
-            config = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(f"cannot read {path}: {e}") from None
-    return catalog.upgrade(config)
+    return catalog.upgrade(json_files.read(path))
 
 
 def write_config(model_dir, config):
-    os.makedirs(model_dir, exist_ok=True)
-    tmp = config_path(model_dir) + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
-    os.replace(tmp, config_path(model_dir))
+    try:
+        os.makedirs(model_dir, exist_ok=True)
+        json_files.write(config_path(model_dir), config, indent=2, sort_keys=True)
+    except OSError as e:
+        raise cannot_write(config_path(model_dir), e, "choose another --model_dir") from None
 
 
 def new_config(model_name, hparams, source_vocab, target_vocab, label_smoothing, data):

@@ -22,7 +22,22 @@ def test_every_numeric_flag_declares_its_range():
     assert [n for n in numeric if not isinstance(FLAGS[n].parser, NumberParser)] == []
 
 
+def test_every_float_flag_refuses_a_non_finite_value():
+    # Before: inf passed every range open above ('> 0', '>= 0'): --learning_rate=inf trained
+    # until the loss was nan, then stopped with a FloatingPointError traceback.
+    from tfnmt.cli.flags import FLAGS, GROUPS
+    floats = [n for names in GROUPS.values() for n in names
+              if FLAGS[n].parser.flag_type() == "float"]
+    assert len(floats) > 15
+    for name in floats:
+        for value in ("nan", "inf", "-inf", "1e999"):
+            with pytest.raises(ValueError, match="must be a finite number"):
+                FLAGS[name].parser.parse(value)
+
+
 @pytest.mark.parametrize("args, message", [
+    (["train", "--learning_rate=inf"], "--learning_rate=inf: must be a finite number: a number > 0"),
+    (["train", "--learning_rate=nan"], "--learning_rate=nan: must be a finite number: a number > 0"),
     (["translate", "--decode_batch_size=-1"], "--decode_batch_size=-1: must be an integer >= 1"),
     (["translate", "--decode_batch_size=0"], "--decode_batch_size=0: must be an integer >= 1"),
     (["evaluate", "--decode_batch_size=0"], "--decode_batch_size=0: must be an integer >= 1"),

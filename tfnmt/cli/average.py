@@ -15,7 +15,7 @@ from tfnmt.cli import common
 from tfnmt.cli.flags import read
 from tfnmt.cli.options import AverageOptions, ModelDirOptions
 from tfnmt.data import vocab
-from tfnmt.errors import CheckpointError, ConfigError
+from tfnmt.errors import ConfigError
 from tfnmt.exporters import versions
 from tfnmt.models import catalog
 from tfnmt.training import checkpoints
@@ -28,18 +28,19 @@ def average_checkpoints(model_dir, output_dir, num, which):
         raise ConfigError("--output_dir must differ from --model_dir")
     if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
         raise ConfigError(f"--output_dir={output_dir} exists and is not empty: choose a new one")
-    paths = checkpoints.list_checkpoints(model_dir, which)[:num]
-    if not paths:
-        raise CheckpointError(f"no {which} checkpoints in {model_dir}")
-    if len(paths) < num:
-        logging.warning("only %d %s checkpoints in %s; averaging those", len(paths), which, model_dir)
     config = model_dir_lib.read_config(model_dir)
     model = catalog.build(config)
     sums = [np.zeros(v.shape, np.float64) for v in model.weights]
-    for path in paths:
-        checkpoints.restore_model(model, path)
+    paths = []
+    # Damaged checkpoints are set aside on the way: the `num` newest (or best) readable ones.
+    for path in checkpoints.restored_each(model, model_dir, which):
         for total, variable in zip(sums, model.weights):
             total += variable.numpy()
+        paths.append(path)
+        if len(paths) == num:
+            break
+    if len(paths) < num:
+        logging.warning("only %d %s checkpoints in %s; averaging those", len(paths), which, model_dir)
     for total, variable in zip(sums, model.weights):
         variable.assign((total / len(paths)).astype(variable.dtype))
     step = max(int(p.rsplit("-", 1)[1]) for p in paths)

@@ -7,7 +7,8 @@ Three sources of noise are kept out by default:
   its start-up lines (oneDNN, CUDA stubs) - twice, because `_pywrap_profiler_plugin.so` carries
   a second copy of TensorFlow's platform code and of absl, whose static initialisers log again
   when `import tensorflow` loads it - and later `E0000 ... failed call to cuInit` on a machine
-  without a GPU and a oneDNN line about DT_INT64. They are written straight to file descriptor
+  without a GPU, a oneDNN line about DT_INT64 and, with --deterministic, one about tf.data's
+  `use_unbounded_threadpool` attribute. They are written straight to file descriptor
   2, so `filter_native_logs` puts a small child process between fd 2 and the real stderr that
   drops them (a child, not a thread: if the command dies, the child still passes on the last
   lines it was sent).
@@ -32,7 +33,10 @@ _NOISE_LINES = (b"WARNING: All log messages before absl::InitializeLog() is call
                 b"To enable the following instructions:")  # the CPU feature line's second line
 # Errors TensorFlow logs on every start of a CPU-only (or a GPU) build that are no error of ours.
 _NOISE_ERRORS = (b"failed call to cuInit", b"oneDNN supports DT_", b"Unable to register cu",
-                 b"computation placer already registered")
+                 b"computation placer already registered",
+                 # --deterministic: op determinism makes tf.data rewrite a ParallelMapDatasetV2
+                 # into a MapDataset, whose op definition lacks the attribute it carries over.
+                 b"NodeDef mentions attribute use_unbounded_threadpool which is not in the op")
 
 _stderr_is_terminal = None
 

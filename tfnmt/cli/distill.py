@@ -18,6 +18,7 @@ import os
 
 from absl import logging
 
+from tfnmt import json_files
 from tfnmt.cli import common
 from tfnmt.cli.flags import read
 from tfnmt.cli.options import AverageOptions, TranslationOptions
@@ -65,8 +66,7 @@ def _translate_training_sources(translator, train_sources, out, target_lang, set
         done = done[: len(done) // CHUNK * CHUNK] if len(done) < len(train_sources) else done
         logging.info("resuming: %d of %d training sentences already translated", len(done),
                      len(train_sources))
-    with open(state_path, "w") as f:
-        json.dump(settings, f)
+    json_files.write(state_path, settings)
     with open(partial, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in done))
         for start in range(len(done), len(train_sources), CHUNK):
@@ -115,8 +115,7 @@ def run():
             copied[name] = {"split": split, "pairs": len(references)}
     info = dict(settings, train_pairs=len(pairs), empty_translations=len(train_sources) - len(pairs),
                 copied_splits=copied)
-    with open(os.path.join(out, INFO_FILE), "w") as f:
-        json.dump(info, f, indent=2, sort_keys=True)
+    json_files.write(os.path.join(out, INFO_FILE), info, indent=2, sort_keys=True)
     for path in scratch:
         os.remove(path)
     logging.info("distilled %d training pairs (%d empty translations left out) into %s",

@@ -2,7 +2,9 @@
 
 Problems the user can fix (bad flags, out-of-range values, flags the verb does not read, missing
 files, unknown models, unreadable checkpoints) end the command with one line on stderr and exit
-status 2; there is no traceback. Flags are checked before any model or data is loaded.
+status 2; there is no traceback. Flags are checked before any model or data is loaded. Ctrl-C
+ends any command with `tfnmt VERB: interrupted`, exit status 130 (128 + SIGINT), from the first
+import on.
 """
 
 import importlib
@@ -35,6 +37,15 @@ def _flag_error(error):
 
 def main(argv=None):
     argv = list(sys.argv if argv is None else argv)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Also while TensorFlow and the model load, the first seconds of every command.
+        print(f"tfnmt {argv[1] if len(argv) > 1 else ''}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv):
     # Only the verb table, which does not load TensorFlow, is needed to print the usage.
     from tfnmt.cli.verbs import VERBS
     if len(argv) < 2 or argv[1] in ("-h", "--help", "help"):
@@ -74,9 +85,6 @@ def main(argv=None):
         module.run()
     except UserError as e:
         return _fail(verb, str(e))
-    except KeyboardInterrupt:
-        print(f"tfnmt {verb}: interrupted", file=sys.stderr)
-        return 130
     return 0
 
 

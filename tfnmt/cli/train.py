@@ -47,6 +47,7 @@ def model_config(new, build_vocab=True, distribution_name="none"):
     """
     model_dir = new.where.model_dir
     common.require(model_dir=model_dir)
+    common.check_output_dir(model_dir, "model_dir")
     saved = (model_dir_lib.read_config(model_dir)
              if os.path.isfile(model_dir_lib.config_path(model_dir)) else None)
     model_name = new.model.model or (saved or {}).get("model")

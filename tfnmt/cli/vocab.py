@@ -48,6 +48,7 @@ def build_vocab(model_dir, spec, split, limit, chosen, seed):
 def run():
     model_dir, data = read(ModelDirOptions).model_dir, read(DataOptions)
     common.require(model_dir=model_dir)
+    common.check_output_dir(model_dir, "model_dir")
     spec = common.data_spec(data)
     build_vocab(model_dir, spec, common.splits(data, spec)[0], data.train_limit,
                 read(VocabOptions), read_fields(TrainOptions, ("seed",))["seed"])

@@ -23,13 +23,13 @@ committed there.
 import dataclasses
 import gc
 import glob
-import json
 import os
 import shutil
 import time
 
 from absl import logging
 
+from tfnmt import json_files
 from tfnmt.errors import ConfigError, UserError
 
 RUN_FILE, SCORES_FILE = "run.json", "scores.json"
@@ -60,18 +60,12 @@ def share(runs, index, count):
 
 
 def read_json(path, default=None):
-    if not os.path.isfile(path):
-        return default
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """A record of the experiment; a damaged one stops it with 'cannot read PATH: ...'."""
+    return json_files.read(path, default)
 
 
 def write_json(path, value):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    json_files.write(path, value, indent=1, sort_keys=True)
 
 
 def latest_step(directory):
@@ -239,8 +233,7 @@ def score(run, root, settings, record=None):
 
     keras.mixed_precision.set_global_policy("float32")
     config, model, source_vocab, target_vocab = model_dir_lib.load(run.directory)
-    path = checkpoints.resolve(run.directory)
-    checkpoints.restore_model(model, path)
+    path = checkpoints.restore(model, run.directory)
     translator = Translator(model, source_vocab, target_vocab,
                             options=DecodingOptions.from_record(settings["decode_options"]))
     spec = _data_spec(config, settings)

@@ -79,6 +79,22 @@ def read_export_info(path):
         return {}
 
 
+def _load(path):
+    """tf.saved_model.load(path); one line for a damaged export (an empty saved_model.pb gave
+    "... 0 MetaGraphs", a truncated one "Cannot parse file", damaged variables an OpError or
+    "Read less bytes than requested")."""
+    try:
+        if os.path.getsize(os.path.join(path, "saved_model.pb")) == 0:
+            raise ValueError("saved_model.pb is empty")
+        return tf.saved_model.load(path)
+    except (ValueError, OSError, IndexError, tf.errors.OpError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if reason.startswith("Cannot parse file"):  # it names the file as bytes: b'...'
+            reason = "saved_model.pb cannot be parsed: " + reason.rsplit(": ", 1)[-1].rstrip(".")
+        raise ConfigError(f"cannot load the SavedModel in {path}: {reason}; export the model "
+                          "again") from None
+
+
 class SavedModelTranslator(Backend):
     """An exported model as a translation backend (decoding/backend.py): `translate` through
     one of its signatures (`serving_default`, or e.g. `beam` of a non-autoregressive model),
@@ -88,7 +104,7 @@ class SavedModelTranslator(Backend):
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
         if not os.path.isfile(os.path.join(path, "saved_model.pb")):
             raise ConfigError(f"no SavedModel in {path} (expected DIR/NAME/VERSION/saved_model.pb)")
-        self.module = module or tf.saved_model.load(path)
+        self.module = module or _load(path)
         if signature not in self.module.signatures:
             raise ConfigError(f"{path} has no signature {signature!r}; it has "
                               f"{', '.join(sorted(self.module.signatures))}")

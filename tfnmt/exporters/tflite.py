@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
+from tfnmt import json_files
 from tfnmt.data.vocab import EOS_ID, PAD_ID, JOINT_FILE, SOURCE_FILE, TARGET_FILE, Vocab
 from tfnmt.decoding.backend import Backend
 from tfnmt.decoding.options import DecodingOptions
@@ -111,8 +112,9 @@ class TFLiteTranslator(Backend):
         model = os.path.join(path, MODEL_FILE)
         if not os.path.isfile(model):
             raise ConfigError(f"no TFLite model in {path} (expected DIR/NAME/VERSION/{MODEL_FILE})")
-        with open(os.path.join(path, INFO_FILE)) as f:
-            self.info = json.load(f)
+        self.info = json_files.read(os.path.join(path, INFO_FILE))
+        if not isinstance(self.info, dict):
+            raise ConfigError(f"no {INFO_FILE} in {path}: export the model again")
         self.config = self.info.get("config") or None
         self.options = DecodingOptions.from_record(self.info["decoding"])
         self.beam_size = self.options.beam_size

@@ -23,8 +23,7 @@ def from_checkpoint(model_dir, checkpoint="", options=DecodingOptions()):
     # in-process and exported translations agree.
     keras.mixed_precision.set_global_policy("float32")
     config, model, source_vocab, target_vocab = model_dir_lib.load(model_dir)
-    path = checkpoints.resolve(model_dir, checkpoint)
-    checkpoints.restore_model(model, path)
+    path = checkpoints.restore(model, model_dir, checkpoint)
     logging.info("restored %s", path)
     return config, Translator(model, source_vocab, target_vocab, options)
 

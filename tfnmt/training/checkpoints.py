@@ -3,16 +3,20 @@ robust restore.
 
 TensorFlow writes a checkpoint's data and index files under temporary names and renames them,
 and the `checkpoint` state file is replaced atomically, so a run killed mid-save leaves the
-previous checkpoint intact. A checkpoint that is corrupt anyway (disk trouble, a truncated copy)
-is reported by name; `train` then falls back to the newest readable one and sets the unreadable
-ones aside (renamed to ckpt-N.corrupt-TIME.*, dropped from the `checkpoint` state file and
-best.json), so that nothing offers them again. Temporary files of saves that were killed are
-removed when training starts. A save that fails (a full disk) ends training with one line and
-leaves the previous checkpoints as they were.
+previous checkpoint intact. A checkpoint that is damaged anyway (disk trouble, a truncated copy)
+is set aside wherever it is met, by `train` and by every verb that restores one (`restore`):
+renamed to ckpt-N.corrupt-TIME.*, dropped from the `checkpoint` state file or best.json, with a
+warning naming it, and the next older (or next best) one is used. A state file that is missing
+or unreadable while checkpoint files are there is rebuilt from the files, so that training never
+silently starts over. Temporary files of saves that were killed are removed when training
+starts. A save that fails (a full disk) ends training with one line and leaves the previous
+checkpoints as they were.
 """
 
-import json
+import contextlib
+import logging as std_logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -20,17 +24,31 @@ import time
 import tensorflow as tf
 from absl import logging
 
-from tfnmt.errors import CheckpointError, cannot_write, write_errors
+from tfnmt import json_files
+from tfnmt.errors import CheckpointError, ConfigError, cannot_write, write_errors
 from tfnmt.training.options import BEST_METRICS
 
 LAST_DIR, BEST_DIR = "ckpt", "best"
 _BEST_INDEX = "best.json"
+_STATE_FILE = "checkpoint"  # TensorFlow's name
+_NUMBERED = re.compile(r"ckpt-(\d+)\.index")
+_said_rebuilt = set()  # directories whose missing state file was reported (once a process)
+
+
+def _damage_errors():
+    """What reading a damaged checkpoint raises. A truncated or garbled index is a bare OpError
+    ('not an sstable (bad magic number)'), a garbled data file too ('Checksum does not match'),
+    no subclass of it; a data file cut short is an IndexError ('Read less bytes than
+    requested')."""
+    return (tf.errors.OpError, IndexError)
 
 
 def _readable_errors():
-    return (tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
-            tf.errors.FailedPreconditionError, tf.errors.OutOfRangeError, tf.errors.UnknownError,
-            AssertionError, ValueError, IndexError, OSError)
+    return _damage_errors() + (AssertionError, ValueError, OSError)
+
+
+def _why(error):
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def _by_path(variables, drop_prefix=False):
@@ -164,37 +182,29 @@ class Checkpoints:
 
     def restore_latest(self):
         """Restores the newest readable checkpoint; returns its path or None for a fresh run.
-        Newer, unreadable ones are set aside (the chief's job)."""
-        unreadable = {}
-        for path in reversed(self.last.checkpoints):
-            try:
-                status = self.checkpoint.restore(path)
-            except _readable_errors() as e:
-                unreadable[path] = str(e).splitlines()[0]
-                continue
-            try:
-                status.assert_existing_objects_matched()
-            except AssertionError as e:
-                status.expect_partial()  # no second report of the mismatch at exit
-                if self._restores_without_optional(path):
-                    if unreadable:
-                        self._set_aside_unreadable(unreadable, path)
-                    return path
+        Newer, damaged ones are set aside (the chief's job; the other workers only warn)."""
+        paths = list(reversed(self.last.checkpoints))
+        for path, status in _readable(paths, self.checkpoint.restore, self.model_dir, "last",
+                                      rename=self.chief):
+            break
+        else:
+            return None
+        if path != paths[0] and self.chief:
+            # A manager keeps its own list, which its next save would write back.
+            self.last = self._manager()
+            self._set_aside_damaged_best()
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError as e:
+            status.expect_partial()  # no second report of the mismatch at exit
+            if not self._restores_without_optional(path):
                 # Readable but for another model or optimizer: older checkpoints will not fit
                 # either, and silently training from scratch would lose the run.
                 raise CheckpointError(
                     f"checkpoint {path} does not match this model and optimizer "
                     f"({str(e).split('.')[0]}); changing the architecture or --optimizer needs "
                     "a new --model_dir") from None
-            if unreadable:
-                self._set_aside_unreadable(unreadable, path)
-            return path
-        if self.last.checkpoints:
-            # All unreadable is more likely a systematic problem (permissions, another
-            # TensorFlow) than corruption: nothing is set aside.
-            raise CheckpointError(f"no readable checkpoint in {self.last.directory}: "
-                                  + "; ".join(f"{p}: {why}" for p, why in unreadable.items()))
-        return None
+        return path
 
     def _restores_without_optional(self, path):
         if self._without_optional is None:
@@ -209,31 +219,16 @@ class Checkpoints:
                      "--early_stopping_patience): it starts afresh", path)
         return True
 
-    def _set_aside_unreadable(self, unreadable, restored):
-        """Renames unreadable checkpoints to ckpt-N.corrupt-TIME.* and drops them from the state
-        file; checks best/ too, since disk trouble seldom hits one file only."""
-        if not self.chief:
-            for path, why in unreadable.items():
-                logging.warning("checkpoint %s is unreadable (%s); resuming from %s", path, why, restored)
-            return
-        for path, why in unreadable.items():
-            logging.warning("checkpoint %s is unreadable (%s); set aside as %s.*, resuming from %s",
-                            path, why, _set_aside(path), restored)
-        _drop_from_state(self.last.directory, set(unreadable))
-        # A manager keeps its own list, which its next save would write back.
-        self.last = self._manager()
-        entries = read_best_index(self.model_dir)
-        good = []
-        for entry in entries:
+    def _set_aside_damaged_best(self):
+        """Reads every checkpoint of best/ in full, since disk trouble seldom hits one file only;
+        a damaged one is set aside and dropped from best.json."""
+        damaged = {}
+        for entry in read_best_index(self.model_dir):
             path = os.path.join(self.best_dir, entry["path"])
             why = _unreadable(path)
-            if why is None:
-                good.append(entry)
-            else:
-                logging.warning("best checkpoint %s is unreadable (%s); set aside as %s.*", path,
-                                why, _set_aside(path))
-        if len(good) < len(entries):
-            _write_json(os.path.join(self.best_dir, _BEST_INDEX), good)
+            if why is not None:
+                damaged[path] = why
+        _put_aside(self.model_dir, "best", damaged, None)
 
     # --- best by a validation metric --------------------------------------------------------
     def best_entries(self):
@@ -269,6 +264,96 @@ class Checkpoints:
         return True
 
 
+def _readable(paths, read, model_dir, which, rename=True):
+    """Yields (path, read(path)) for each of `paths` (newest or best first) that reads. The
+    damaged ones met before a readable one are then set aside (`rename`) or only reported; if
+    none reads, a CheckpointError names them all and nothing is renamed: all damaged is more
+    likely a systematic problem (permissions, another TensorFlow) than corruption."""
+    damaged, used = {}, None
+    for path in paths:
+        try:
+            result = read(path)
+        except _readable_errors() as e:
+            if not isinstance(e, _damage_errors()) or isinstance(e, tf.errors.PermissionDeniedError):
+                raise CheckpointError(f"cannot restore {path}: {_why(e)}") from None
+            damaged[path] = _why(e)
+            continue
+        _put_aside(model_dir, which, damaged, path, rename)
+        damaged, used = {}, path
+        yield path, result
+    if damaged and used is None:
+        raise CheckpointError(
+            f"no readable {'best ' if which == 'best' else ''}checkpoint in {model_dir}: "
+            + "; ".join(f"{p}: {why}" for p, why in damaged.items())
+            + ("; choose another --checkpoint" if which == "best" else
+               "; move them away to train anew, or use a new --model_dir"))
+    _put_aside(model_dir, which, damaged, used, rename)
+
+
+def _put_aside(model_dir, which, damaged, used, rename=True):
+    """Reports each damaged checkpoint {path: why} of `which` ('last' or 'best') with `used`, the
+    one used instead, and (`rename`) sets it aside: renamed and dropped from its index, so that
+    nothing offers it again. A model directory that cannot be written keeps them as they are."""
+    instead = f", using {used}" if used else ""
+    for path, why in damaged.items():
+        if not rename:
+            logging.warning("checkpoint %s is unreadable (%s)%s", path, why, instead)
+            continue
+        try:
+            logging.warning("checkpoint %s is unreadable (%s); set aside as %s.*%s", path, why,
+                            _set_aside(path), instead)
+        except write_errors() as e:
+            logging.warning("checkpoint %s is unreadable (%s)%s; it cannot be set aside: %s",
+                            path, why, instead, _why(e))
+    if not damaged or not rename:
+        return
+    try:
+        if which == "best":
+            _drop_from_best(model_dir, set(damaged))
+        else:
+            _drop_from_state(os.path.join(model_dir, LAST_DIR), set(damaged))
+    except write_errors():
+        pass  # reported above: the next reader meets them again
+
+
+def _drop_from_best(model_dir, dropped):
+    entries = read_best_index(model_dir)
+    kept = [e for e in entries if os.path.join(model_dir, BEST_DIR, e["path"]) not in dropped]
+    if len(kept) < len(entries):
+        _write_json(os.path.join(model_dir, BEST_DIR, _BEST_INDEX), kept)
+
+
+def restore(model, model_dir, checkpoint=""):
+    """Restores `model`'s weights from `model_dir`'s `checkpoint` ('' or 'last': the newest,
+    'best': the best, or a path) and returns its path: what every verb that reads a checkpoint
+    calls. A damaged newest (or best) is set aside and the next one used; a path given
+    explicitly is restored or refused in one line."""
+    if checkpoint in ("", "last", "best"):
+        for path in restored_each(model, model_dir, "best" if checkpoint == "best" else "last"):
+            return path
+    path = resolve(model_dir, checkpoint)
+    restore_model(model, path)
+    return path
+
+
+def restored_each(model, model_dir, which="last"):
+    """Yields the path of each readable checkpoint of `which` ('last': newest first; 'best':
+    best first) once `model` holds its weights; a damaged one is set aside and skipped."""
+    paths = list_checkpoints(model_dir, which)
+    if not paths:
+        raise CheckpointError(f"no {'best ' if which == 'best' else ''}checkpoint in "
+                              f"{model_dir}: train a model first (tfnmt train)")
+
+    def read(path):
+        return tf.train.Checkpoint(model=_by_path(model.weights)).read(path).expect_partial()
+    for path, status in _readable(paths, read, model_dir, which):
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError as e:
+            raise CheckpointError(f"cannot restore {path}: {_why(e)}") from None
+        yield path
+
+
 def _files_of(prefix):
     return tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
 
@@ -292,15 +377,61 @@ def _unreadable(path):
     return None
 
 
+def _state_file(directory):
+    """(TensorFlow's CheckpointState of `directory` or None, None or why there is none:
+    'missing' or 'unreadable')."""
+    if not tf.io.gfile.exists(os.path.join(directory, _STATE_FILE)):
+        return None, "missing"
+    try:
+        # TensorFlow's two warnings about a garbled file ("Checkpoint ignored") would come
+        # before ours, which says what happens instead.
+        with _tensorflow_quiet():
+            state = tf.train.get_checkpoint_state(directory)
+    except ValueError:  # an empty file ('Invalid checkpoint state'), bytes that are not text
+        state = None
+    return state, None if state else "unreadable"
+
+
+@contextlib.contextmanager
+def _tensorflow_quiet():
+    """TensorFlow's Python warnings off (its deprecation notice of update_checkpoint_state, which
+    `_write_state` needs: CheckpointManager cannot drop or rebuild an entry)."""
+    tf_logger = std_logging.getLogger("tensorflow")
+    level = tf_logger.level
+    tf_logger.setLevel(std_logging.ERROR)
+    try:
+        yield
+    finally:
+        tf_logger.setLevel(level)
+
+
+def _files_state(directory):
+    """(paths oldest first, their times, a last preserved time): the checkpoints whose index is
+    in `directory`, as a lost state file would list them."""
+    names = tf.io.gfile.listdir(directory) if tf.io.gfile.isdir(directory) else []
+    found = sorted((int(m.group(1)), os.path.join(directory, f"ckpt-{m.group(1)}"))
+                   for m in map(_NUMBERED.fullmatch, names) if m)
+    paths = [path for _, path in found]
+    stamps = [tf.io.gfile.stat(path + ".index").mtime_nsec / 1e9 for path in paths]
+    # CheckpointManager lists only the checkpoints newer than the last preserved time.
+    return paths, stamps, min(stamps, default=time.time()) - 1
+
+
 def _state(directory):
     """(paths, oldest first; their timestamps; the last preserved timestamp) of the state file
     in `directory`, each path one that opens. Until 2026-11-25 tfnmt rewrote the state file of a
     relative model directory with each path relative to that directory twice over (ckpt-N listed
     as DIR/../../../ckpt-N: nothing could be resumed, scored or deleted); a listed checkpoint
-    that is not there but is in `directory` itself is read from there."""
-    state = tf.train.get_checkpoint_state(directory)
+    that is not there but is in `directory` itself is read from there. Without a readable state
+    file, the checkpoint files there are listed (`tfnmt train` writes the state file anew)."""
+    state, problem = _state_file(directory)
     if not state:
-        return [], [], None
+        paths, stamps, last_preserved = _files_state(directory)
+        if paths and directory not in _said_rebuilt:
+            _said_rebuilt.add(directory)
+            logging.warning("%s is %s: reading the checkpoints from their files (newest %s)",
+                            os.path.join(directory, _STATE_FILE), problem, paths[-1])
+        return paths, stamps, last_preserved
     paths = []
     for path in state.all_model_checkpoint_paths:
         here = os.path.join(directory, os.path.basename(path))
@@ -320,14 +451,30 @@ def _write_state(directory, paths, stamps, last_preserved):
     names = [os.path.basename(p) for p in paths]
     if not os.path.isabs(directory):
         names = [os.path.join(directory, name) for name in names]
-    tf.compat.v1.train.update_checkpoint_state(
-        directory, names[-1], names, all_model_checkpoint_timestamps=stamps,
-        last_preserved_timestamp=last_preserved)
+    with _tensorflow_quiet():
+        tf.compat.v1.train.update_checkpoint_state(
+            directory, names[-1], names, all_model_checkpoint_timestamps=stamps,
+            last_preserved_timestamp=last_preserved)
 
 
 def _repair_state(directory):
-    """Rewrites a state file that lists checkpoints by paths that do not open (see _state)."""
-    state = tf.train.get_checkpoint_state(directory)
+    """Rewrites a state file that is missing or unreadable while checkpoint files are there, or
+    that lists checkpoints by paths that do not open (see _state). An unreadable one with no
+    checkpoint beside it stops training: starting over would bury whatever it was."""
+    state, problem = _state_file(directory)
+    if not state:
+        paths, stamps, last_preserved = _files_state(directory)
+        if paths:
+            logging.warning("%s is %s: rebuilt from the checkpoint files there (%s)",
+                            os.path.join(directory, _STATE_FILE), problem,
+                            ", ".join(os.path.basename(p) for p in paths))
+            _write_state(directory, paths, stamps, last_preserved)
+            _said_rebuilt.add(directory)
+        elif problem == "unreadable":
+            raise CheckpointError(f"{os.path.join(directory, _STATE_FILE)} is unreadable and no "
+                                  "checkpoint is beside it: remove it to train from scratch, or "
+                                  "use a new --model_dir")
+        return
     paths, stamps, last_preserved = _state(directory)
     if paths and paths != list(state.all_model_checkpoint_paths):
         logging.info("%s: the checkpoint state file listed its checkpoints by wrong paths "
@@ -358,18 +505,22 @@ def remove_leftovers(model_dir):
 
 
 def _write_json(path, value):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=1)
-    os.replace(tmp, path)
+    json_files.write(path, value, indent=1)
 
 
 def read_best_index(model_dir):
+    """best.json's entries, best first; [] without it. A damaged one is reported and taken as
+    none: the next validation writes it anew (the checkpoints it listed stay in best/)."""
     path = os.path.join(model_dir, BEST_DIR, _BEST_INDEX)
-    if not os.path.isfile(path):
+    try:
+        entries = json_files.read(path, default=[])
+        if not isinstance(entries, list) or not all(
+                isinstance(e, dict) and {"step", "path"} <= e.keys() for e in entries):
+            raise ConfigError(f"cannot read {path}: not a list of checkpoints")
+    except ConfigError as e:
+        logging.warning("%s; taken as no best checkpoint yet", e)
         return []
-    with open(path) as f:
-        return json.load(f)
+    return entries
 
 
 def list_checkpoints(model_dir, which="last"):
