@@ -182,8 +182,8 @@ def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained
     assert share > 0.10 and f"No ratio: other processes used {100 * share:.0f}%" in lines[-2]
     pids = [e["pid"] for e in result["engines"]]
     assert os.getpid() not in pids and len(set(pids)) == len(pids)
-    assert [(e["engine"], e["variant"]) for e in result["engines"]][:2] == [
-        ("tfnmt", "float32"), ("ctranslate2", "float32")]
+    assert [(e["engine"], e["variant"]) for e in result["engines"]][:3] == [
+        ("tfnmt", "float32"), ("tfnmt", "float32 xla"), ("ctranslate2", "float32")]
     assert result["agreement"]["greedy"] == "12/12"
     assert result["decodes"]["beam"]["beam_size"] == 2
 

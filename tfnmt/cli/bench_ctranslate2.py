@@ -3,7 +3,8 @@ SavedModel and by CTranslate2 (converted as `tfnmt export --format=ctranslate2` 
 same test sentences and batches sorted by length, SentencePiece included on both sides.
 
 Each engine runs alone in a process of its own (cli/bench_engine.py), one after the other:
-tfnmt float32, then CTranslate2 in every compute type the CPU supports, float32 first. Each
+tfnmt float32 (the default export, then with --xla_decoding), then CTranslate2 in every compute
+type the CPU supports, float32 first. Each
 makes a warm-up pass and REPEATS timed passes, and measures over each pass the share of the
 machine other processes used; the table gives medians, float32 against float32 and each
 engine's fastest variant against the other's, and no ratio if others used more than MAX_OTHERS
@@ -152,17 +153,21 @@ def _test_batches(bench, data, config, source_vocab, batch):
 
 
 def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, decodes, test):
-    """What each engine process is given: tfnmt's SavedModels (the beam of a --saved_model is
-    that export) and the model converted to CTranslate2 once, for each compute type the CPU
-    has, float32 first."""
+    """What each engine process is given: tfnmt's SavedModels, without and with --xla_decoding
+    (the beam of a --saved_model is that export), and the model converted to CTranslate2 once,
+    for each compute type the CPU has, float32 first."""
     from tfnmt.decoding.translator import Translator
     from tfnmt.exporters import ctranslate2 as ct2_export
     from tfnmt.exporters import saved_model
     common_spec = {"batches": test.batches, "singles": test.singles, "repeats": REPEATS}
-    paths = {name: (saved if saved and name == "beam" else saved_model.export(
-        Translator(model, source_vocab, target_vocab, o), tmp, name, 1, config))
-             for name, o in decodes.items()}
-    specs = [dict(common_spec, engine="tfnmt", variant="float32", decodes=paths)]
+    specs = []
+    for variant, xla in (("float32", False), ("float32 xla", True)):
+        paths = {name: (saved if saved and name == "beam" and o.xla_decoding == xla else
+                        saved_model.export(Translator(model, source_vocab, target_vocab,
+                                                      dataclasses.replace(o, xla_decoding=xla)),
+                                           tmp, f"{name}-{variant}".replace(" ", "-"), 1, config))
+                 for name, o in decodes.items()}
+        specs.append(dict(common_spec, engine="tfnmt", variant=variant, decodes=paths))
     ct2_dir = os.path.join(tmp, "ctranslate2")
     ct2_export.save(model, source_vocab, target_vocab, decodes["beam"], ct2_dir)
     spm_files = ct2_export.vocab_files(source_vocab, target_vocab)

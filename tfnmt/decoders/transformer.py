@@ -62,11 +62,11 @@ class TransformerDecoder(Decoder):
     def run(self, x, memory, self_allowed, memory_allowed, training):
         return self.run_layers(self.layers, x, memory, self_allowed, memory_allowed, training)
 
-    def run_step(self, x, state, memory_allowed):
-        """One position x [N, 1, d] through the stack: (output, new state)."""
+    def run_step(self, x, state, memory_allowed, time):
+        """One position x [N, 1, d], step `time`, through the stack: (output, new state)."""
         new_state = {}
         for i, layer in enumerate(self.layers):
-            x, new_state[f"layer_{i}"] = layer.step(x, state[f"layer_{i}"], memory_allowed)
+            x, new_state[f"layer_{i}"] = layer.step(x, state[f"layer_{i}"], memory_allowed, time)
         return x, new_state
 
     def logits(self, x, output_kernel=None):
@@ -104,6 +104,10 @@ class TransformerDecoder(Decoder):
         return {f"layer_{i}": layer.initial_cache(memory["outputs"])
                 for i, layer in enumerate(self.layers)}
 
+    def fixed_initial_state(self, memory, steps):
+        return {f"layer_{i}": layer.initial_cache(memory["outputs"], steps)
+                for i, layer in enumerate(self.layers)}
+
     # Alignments: the last layer's cross-attention averaged over its heads (models/base.py).
     attends = True
 
@@ -115,7 +119,7 @@ class TransformerDecoder(Decoder):
         # A layer's step reads its cache and the memory's keys/values as one dict.
         caches = {name: dict(cache, **cross[name]) for name, cache in state.items()}
         x, caches = self.run_step(self.embedder.embed(ids[:, None], offset=time), caches,
-                                  key_mask(memory["mask"]))
+                                  key_mask(memory["mask"]), time)
         state = {name: {key: value for key, value in cache.items() if key not in cross[name]}
                  for name, cache in caches.items()}
         return self.logits(x[:, 0], memory.get(SHARED, {}).get("output_kernel")), state

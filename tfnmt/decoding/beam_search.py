@@ -77,17 +77,27 @@ def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size)
     """One step of N hypotheses: (log p(next token) float32 [N, V], the model's new state).
 
     `ids` int32 [N, t] are the tokens so far (bos not included). What no hypothesis may choose
-    is at NEG_INF: pad and bos; at its length limit `limit` [N], every token but eos; with
-    `no_repeat_ngram_size` n > 0, a token that would repeat an n-gram of its own."""
+    is at NEG_INF (`step_log_probs`); with `no_repeat_ngram_size` n > 0, also a token that would
+    repeat an n-gram of its own."""
     last = tf.concat([tf.fill([tf.shape(ids)[0], 1], BOS_ID), ids], axis=1)[:, -1]
+    ban = None
+    if no_repeat_ngram_size:
+        def ban(vocab):
+            return repeated_ngram_tokens(ids, no_repeat_ngram_size, vocab)
+    return step_log_probs(model, last, time, state, memory, limit, ban)
+
+
+def step_log_probs(model, last, time, state, memory, limit, ban=None):
+    """(log p(next token) float32 [N, V], the model's new state) after the tokens `last` [N].
+    At NEG_INF: pad and bos; what `ban(V)` (bool [N, V]) marks; at its length limit `limit`
+    [N], every token but eos."""
     logits, state = model.step(last, time, state, memory)
     log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [N, V]
     vocab = tf.shape(log_probs)[1]
     banned = tf.one_hot(PAD_ID, vocab, NEG_INF, 0.0) + tf.one_hot(BOS_ID, vocab, NEG_INF, 0.0)
     log_probs += banned[None]
-    if no_repeat_ngram_size:
-        log_probs = tf.where(repeated_ngram_tokens(ids, no_repeat_ngram_size, vocab),
-                             NEG_INF, log_probs)
+    if ban is not None:
+        log_probs = tf.where(ban(vocab), NEG_INF, log_probs)
     at_limit = tf.greater_equal(time + 1, limit)[:, None]
     only_eos = tf.one_hot(EOS_ID, vocab, 0.0, NEG_INF)[None]
     return log_probs + tf.where(at_limit, only_eos, tf.zeros_like(only_eos)), state

@@ -43,6 +43,12 @@ class DecodingOptions:
         "pairs, soft as one JSON object with the word attention (README: Alignments); "
         "export: hard or soft adds the `alignments` signature. Beam search (also at "
         "--beam_size=1); models that attend.", choices=ALIGNMENTS)
+    xla_decoding: bool = option(
+        False, "Compile the encoder and the beam or greedy search with XLA, every shape fixed "
+        "per batch (docs/decoding.md): several times faster per step, about a second to "
+        "compile each new (batch size, source width in multiples of 8). Autoregressive models; "
+        "not with --alignments, --no_repeat_ngram_size or --sampling. TF Serving needs "
+        "--xla_cpu_compilation_enabled=true for such an export.")
     sampling: bool = option(False, "Sample each token from the model's distribution instead "
                             "of beam search (autoregressive models; back-translation).")
     sampling_topk: int = option(0, "With --sampling: sample among the k most likely tokens "
@@ -61,6 +67,13 @@ class DecodingOptions:
             raise ConfigError("--n_best needs beam search: drop --sampling")
         if self.sampling and self.alignments != "none":
             raise ConfigError("--alignments: not with --sampling (the beam search carries them)")
+        if self.xla_decoding:
+            asked = [f"--{name}" for name, off in (("alignments", "none"), ("sampling", False),
+                                                   ("no_repeat_ngram_size", 0))
+                     if getattr(self, name) != off]
+            if asked:
+                raise ConfigError(f"--xla_decoding: not with {' or '.join(asked)} (the compiled "
+                                  "searches do not carry them)")
 
     def record(self):
         """The options as export_info.json writes them."""

@@ -184,8 +184,11 @@ class Translator(tf.Module, Backend):
 
     def search(self, source, lengths, searcher=None, n_best=1):
         """(ids [B, n_best, T], scores [B, n_best]) of sources that fit the model's window."""
+        searcher = searcher or self.searcher
+        if getattr(searcher, "compiled", False):
+            return searcher.encode_and_search(self.model, source, lengths, n_best)
         memory = self.model.encode(source, training=False)
-        return (searcher or self.searcher)(self.model, memory, lengths, n_best)
+        return searcher(self.model, memory, lengths, n_best)
 
 
 # `translate` sorts by length within windows of this many batches rather than over the whole

@@ -91,16 +91,33 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, self.depth])
         return self.output_dense(context)
 
-    def call(self, query, value=None, allowed=None, cache=None, training=False):
+    def call(self, query, value=None, allowed=None, cache=None, training=False, time=None):
         """Self-attention when `value` is None. With `cache` ({"key", "value"} of earlier steps),
-        the new keys/values are appended and the updated cache is returned as a second output."""
+        the new keys/values are added and the updated cache is returned as a second output:
+        appended, or with `time`, written at position `time` of a cache that holds every step
+        (`fixed_cache`), attending to the positions up to `time`."""
         keys, values = self.project_key_value(query if value is None else value)
         if cache is None:
             return self.attend(query, keys, values, allowed, training)
-        keys = tf.concat([cache["key"], keys], axis=2)
-        values = tf.concat([cache["value"], values], axis=2)
+        keys, values = (extend(cache["key"], keys, time), extend(cache["value"], values, time))
+        if time is not None:
+            allowed = tf.range(tf.shape(keys)[2]) <= time
         return self.attend(query, keys, values, allowed, training), {"key": keys, "value": values}
 
-    def empty_cache(self, batch_size, dtype=tf.float32):
-        shape = [batch_size, self.num_heads, 0, self.depth // self.num_heads]
+    def empty_cache(self, batch_size, dtype=tf.float32, steps=0):
+        """Keys/values of no position yet; with `steps`, zeros for that many (a fixed cache)."""
+        shape = [batch_size, self.num_heads, steps, self.depth // self.num_heads]
         return {"key": tf.zeros(shape, dtype), "value": tf.zeros(shape, dtype)}
+
+
+# A decoder layer's cache entry named with this prefix holds every step's position (allocated
+# at the search's length, written at `time`: decoding/compiled.py); without it, it grows.
+FIXED = "fixed_"
+
+
+def extend(cache, new, time=None):
+    """A cache [N, H, t, d] with the new position [N, H, 1, d]: appended (time None), or
+    written at position `time` of a cache that holds every step."""
+    if time is None:
+        return tf.concat([cache, new], axis=2)
+    return tf.where(tf.equal(tf.range(tf.shape(cache)[2]), time)[:, None], new, cache)

@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.aggregation import Aggregation
-from tfnmt.layers.attention import MultiHeadAttention
+from tfnmt.layers.attention import FIXED, MultiHeadAttention, extend
 from tfnmt.layers.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 
 
@@ -108,29 +108,38 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
             y, keys, values, memory_allowed, training=training), training)
         return self._residual(x, self.norms[2], lambda y: self.ffn(y, training=training), training)
 
-    def initial_cache(self, memory):
-        cache = super().initial_cache(memory)
+    def initial_cache(self, memory, steps=None):
+        cache = super().initial_cache(memory, steps)
+        prefix = FIXED if steps is not None else ""
         for j, attention in enumerate(self.lower_attentions, start=1):
-            empty = attention.empty_cache(tf.shape(memory)[0], memory.dtype)
-            cache[f"lower_{j}_key"], cache[f"lower_{j}_value"] = empty["key"], empty["value"]
+            empty = attention.empty_cache(tf.shape(memory)[0], memory.dtype, 0 if steps is None else steps)
+            cache[f"{prefix}lower_{j}_key"] = empty["key"]
+            cache[f"{prefix}lower_{j}_value"] = empty["value"]
         return cache
 
-    def step(self, x, cache, memory_allowed, lower=()):
-        """x: [N, 1, d], lower: the lower layers' inputs at this position -> ([N, 1, d], cache)."""
+    def step(self, x, cache, memory_allowed, lower=(), time=None):
+        """x: [N, 1, d] at step `time`, lower: the lower layers' inputs at this position ->
+        ([N, 1, d], cache)."""
         self._check_lower(lower)
         new_cache = dict(cache)
+        prefix = FIXED if FIXED + "self_key" in cache else ""
+        at = time if prefix else None
         lower_kv = []
         for j, (keys, values) in enumerate(self._lower_keys_values(lower), start=1):
-            keys = tf.concat([cache[f"lower_{j}_key"], keys], axis=2)
-            values = tf.concat([cache[f"lower_{j}_value"], values], axis=2)
-            new_cache[f"lower_{j}_key"], new_cache[f"lower_{j}_value"] = keys, values
+            key, value = f"{prefix}lower_{j}_key", f"{prefix}lower_{j}_value"
+            new_cache[key] = keys = extend(cache[key], keys, at)
+            new_cache[value] = values = extend(cache[value], values, at)
             lower_kv.append((keys, values))
+        # Keys past `time` in a fixed cache are not yet written.
+        allowed = None if at is None else tf.range(tf.shape(cache[prefix + "self_key"])[2]) <= at
 
         def attend(y):
             own, updated = self.self_attention(
-                y, cache={"key": cache["self_key"], "value": cache["self_value"]})
-            new_cache["self_key"], new_cache["self_value"] = updated["key"], updated["value"]
-            return self._aggregate(own, y, lower_kv, None, False)
+                y, cache={"key": cache[prefix + "self_key"], "value": cache[prefix + "self_value"]},
+                time=at)
+            new_cache[prefix + "self_key"] = updated["key"]
+            new_cache[prefix + "self_value"] = updated["value"]
+            return self._aggregate(own, y, lower_kv, allowed, False)
 
         x = self._residual(x, self.norms[0], attend, False)
         x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(

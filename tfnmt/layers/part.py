@@ -130,6 +130,11 @@ class Decoder(Part):
         """The memory its `step` reads (models/base.py; default: the memory as it is)."""
         return memory
 
+    def fixed_initial_state(self, memory, steps):
+        """An `initial_state` whose tensors keep their shapes over `steps` steps (models/base.py;
+        default: `initial_state`, for a state that never grows)."""
+        return self.initial_state(memory)
+
 
 # --- the registries: `@register_encoder(NAME)` / `@register_decoder(NAME)` on the part's class,
 # one line; models/hybrid.py imports every module of tfnmt/encoders and tfnmt/decoders.

@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from tfnmt.layers.attention import MultiHeadAttention
+from tfnmt.layers.attention import FIXED, MultiHeadAttention
 from tfnmt.layers.configured import Configured
 from tfnmt.layers.hparams import DROPOUT, HParam
 from tfnmt.layers.part import Part
@@ -95,10 +95,12 @@ class TransformerDecoderLayer(_Sublayers):
             y, keys, values, memory_allowed, training=training), training)
         return self._residual(x, self.norms[2], lambda y: self.ffn(y, training=training), training)
 
-    def initial_cache(self, memory):
-        """The self-attention keys/values so far (none) for the sentences of `memory`."""
-        cache = self.self_attention.empty_cache(tf.shape(memory)[0], memory.dtype)
-        return {"self_key": cache["key"], "self_value": cache["value"]}
+    def initial_cache(self, memory, steps=None):
+        """The self-attention keys/values so far (none) for the sentences of `memory`; with
+        `steps`, a FIXED cache of that many positions (decoding/compiled.py)."""
+        cache = self.self_attention.empty_cache(tf.shape(memory)[0], memory.dtype, 0 if steps is None else steps)
+        prefix = FIXED if steps is not None else ""
+        return {prefix + "self_key": cache["key"], prefix + "self_value": cache["value"]}
 
     def memory_cache(self, memory):
         """The cross-attention keys/values of `memory` [B, S, d], which `step` reads from its
@@ -106,13 +108,15 @@ class TransformerDecoderLayer(_Sublayers):
         keys, values = self.cross_attention.project_key_value(memory)
         return {"memory_key": keys, "memory_value": values}
 
-    def step(self, x, cache, memory_allowed):
-        """x: [N, 1, d] -> ([N, 1, d], updated cache)."""
+    def step(self, x, cache, memory_allowed, time=None):
+        """x: [N, 1, d] at step `time` -> ([N, 1, d], updated cache)."""
         new_self = {}
+        prefix = FIXED if FIXED + "self_key" in cache else ""
 
         def self_attend(y):
             out, updated = self.self_attention(
-                y, cache={"key": cache["self_key"], "value": cache["self_value"]})
+                y, cache={"key": cache[prefix + "self_key"], "value": cache[prefix + "self_value"]},
+                time=time if prefix else None)
             new_self.update(updated)
             return out
 
@@ -120,7 +124,8 @@ class TransformerDecoderLayer(_Sublayers):
         x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
             y, cache["memory_key"], cache["memory_value"], memory_allowed), False)
         x = self._residual(x, self.norms[2], self.ffn, False)
-        return x, dict(cache, self_key=new_self["key"], self_value=new_self["value"])
+        return x, dict(cache, **{prefix + "self_key": new_self["key"],
+                                 prefix + "self_value": new_self["value"]})
 
 
 # What every stack of Transformer layers reads.

@@ -7,6 +7,8 @@ architecture plugs in by subclassing `Seq2SeqModel` and registering itself:
     decode(memory, target_in [B, T], training) -> logits [B, T, V]   (teacher forcing)
     decoding_memory(memory) -> memory                   adds what every step reads (default: as is)
     initial_state(memory) -> state                      any nest of tensors, batch-major
+    fixed_initial_state(memory, steps) -> state         the same, every tensor keeping its
+                                                        shape over `steps` steps (XLA decoding)
     step(ids [N], time, state, memory) -> (logits [N, V], state)     one decoding step
     translation_loss(labels, logits) -> (loss, num_tokens)
 
@@ -105,6 +107,9 @@ class Seq2SeqModel(keras.Model):
 
     def step(self, ids, time, state, memory):
         raise NotImplementedError(f"{type(self).__name__} must implement step()")
+
+    def fixed_initial_state(self, memory, steps):
+        return self.initial_state(memory)
 
     def translation_loss(self, labels, logits):
         if self.label_smoothing is None:
@@ -227,6 +232,9 @@ class EncoderDecoder(Seq2SeqModel):
 
     def step(self, ids, time, state, memory):
         return self.decoder.step(ids, time, state, memory)
+
+    def fixed_initial_state(self, memory, steps):
+        return self.decoder.fixed_initial_state(memory, steps)
 
     @property
     def attends(self):

@@ -94,12 +94,13 @@ class DeepDecoder(_Deep, TransformerDecoder):
             inputs[i], memory["outputs"], self_allowed, memory_allowed,
             lower=lower(self.hparams, inputs, i), training=training))
 
-    def run_step(self, x, state, memory_allowed):
+    def run_step(self, x, state, memory_allowed, time):
         new_state = {}
 
         def layer_fn(i, inputs):
             out, new_state[f"layer_{i}"] = self.layers[i].step(
-                inputs[i], state[f"layer_{i}"], memory_allowed, lower=lower(self.hparams, inputs, i))
+                inputs[i], state[f"layer_{i}"], memory_allowed, lower=lower(self.hparams, inputs, i),
+                time=time)
             return out
 
         return self.aggregation.run(x, layer_fn)[0], new_state
