@@ -282,6 +282,27 @@ def test_loopback_load_with_batching_has_no_errors(server):
     assert result["requests"] >= 4 and result["latency_ms_p99"] >= result["latency_ms_p50"] > 0
 
 
+def test_idle_connections_do_not_delay_a_request(server):
+    # Connections opened with nothing sent, twice waitress's default limit of 100: they took
+    # every slot, and a request waited unanswered until they timed out (120 s).
+    import socket
+    host, port = server.rsplit("/", 1)[1].split(":")
+    idle = []
+    try:
+        for _ in range(200):
+            idle.append(socket.create_connection((host, int(port)), timeout=30))
+        start = time.perf_counter()
+        status = requests.get(f"{server}/v1/models/tiny", timeout=20)
+        predict = _post(f"{server}/v1/models/tiny:predict", {"instances": ["a cat"]})
+        elapsed = time.perf_counter() - start
+    finally:
+        for connection in idle:
+            connection.close()
+    assert (status.status_code, predict.status_code) == (200, 200)
+    # A second at most each on an idle machine; more leaves room for a loaded one.
+    assert elapsed < 4, elapsed
+
+
 def test_a_new_version_is_picked_up_without_restart(server, exports):
     base, _ = exports
     # Roll in version 2 as `tfnmt export` does: written elsewhere, then renamed into place.
