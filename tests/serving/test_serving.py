@@ -66,8 +66,9 @@ def server(exports, tmp_path_factory):
     server_lib.stop(process)
 
 
-def _post(url, body):
+def _post(url, body, content_type="application/json"):
     return requests.post(url, data=body if isinstance(body, (bytes, str)) else json.dumps(body),
+                         headers={"Content-Type": content_type} if content_type else {},
                          timeout=120)
 
 
@@ -303,6 +304,23 @@ def test_idle_connections_do_not_delay_a_request(server):
     assert elapsed < 4, elapsed
 
 
+def test_a_predict_body_must_be_sent_as_json(server):
+    # A browser sends text/plain, form and multipart bodies (and bodies with no type) to another
+    # origin without asking first (no CORS preflight): refused, any web page could translate.
+    url = f"{server}/v1/models/tiny:predict"
+    body = {"instances": ["a cat"]}
+    for content_type in ("text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                         "multipart/form-data; boundary=x", None, "application/json-seq",
+                         "application/json; charset=latin-1"):
+        response = _post(url, body, content_type)
+        assert (response.status_code, response.headers["Content-Type"]) == (415, "application/json")
+        error = response.json()
+        assert list(error) == ["error"] and "Content-Type: application/json" in error["error"], error
+        assert (repr(content_type) if content_type else "no Content-Type") in error["error"], error
+    for content_type in ("application/json", "Application/JSON; charset=utf-8"):
+        assert _post(url, body, content_type).status_code == 200
+
+
 def test_a_new_version_is_picked_up_without_restart(server, exports):
     base, _ = exports
     # Roll in version 2 as `tfnmt export` does: written elsewhere, then renamed into place.
@@ -411,13 +429,14 @@ def test_translate_keeps_what_the_server_translated_before_it_went_away(tmp_path
     assert sum("retrying" in line for line in err.splitlines()) == 1
 
 
-def _wsgi(app, method, path, body=None):
+def _wsgi(app, method, path, body=None, **environ):
     """(HTTP status, JSON answer) of one request to the REST application, in this process."""
     import io
     data = json.dumps(body).encode() if body is not None else b""
     answer = {}
     out = app({"REQUEST_METHOD": method, "PATH_INFO": path, "CONTENT_LENGTH": str(len(data)),
-               "wsgi.input": io.BytesIO(data)}, lambda status, headers: answer.update(status=status))
+               "CONTENT_TYPE": "application/json", "wsgi.input": io.BytesIO(data), **environ},
+              lambda status, headers: answer.update(status=status))
     return int(answer["status"].split()[0]), json.loads(b"".join(out))
 
 

@@ -13,6 +13,9 @@ Errors are `{"error": "MESSAGE"}` with TF Serving's status: 400 for a malformed 
 limits on sentences), 413 for a body over --max_request_bytes, 404 for an unknown model or
 version, 503 when the batching queue is full, 504 past --rest_api_timeout_in_ms. Messages follow
 TF Serving's where it has one for the case, and name the item and the flag concerned.
+
+Against web pages (which TF Serving does not consider): a :predict body not sent as
+application/json gets 415 (`check_json_body`).
 """
 
 import base64
@@ -28,18 +31,38 @@ from google.protobuf import json_format
 from tensorflow.core.framework import types_pb2
 
 from tfnmt.serving.options import ServeOptions
-from tfnmt.serving.status import ServingError, invalid_argument, request_too_large, sentence_too_long
+from tfnmt.serving.status import (ServingError, invalid_argument, request_too_large,
+                                  sentence_too_long)
 
 _PREDICT = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
                       r":(classify|regress|predict)", re.IGNORECASE)
 _STATUS = re.compile(r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
                      r"(?:/(metadata))?", re.IGNORECASE)
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            409: "Conflict", 413: "Payload Too Large", 429: "Too Many Requests", 499: "Client Closed Request",
+            409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type",
+            429: "Too Many Requests", 499: "Client Closed Request",
             500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
             504: "Gateway Timeout"}
 _INT64_MAX = (1 << 63) - 1
 DEMO_PAGE = os.path.join(os.path.dirname(__file__), "demo.html")
+
+
+# --- what a web page may not do ------------------------------------------------------------------
+
+def check_json_body(environ):
+    """415 unless the body is sent as application/json (UTF-8, JSON's only encoding). A browser
+    sends text/plain, form and multipart bodies, or a body of no type, to another origin without
+    asking first (no CORS preflight): without this any web page could use the server."""
+    given = environ.get("CONTENT_TYPE", "").strip()
+    media_type, _, parameters = given.partition(";")
+    charset = re.search(r"charset\s*=\s*\"?([^\";\s]*)", parameters, re.IGNORECASE)
+    if media_type.strip().lower() == "application/json" and (
+            not charset or charset.group(1).lower() in ("utf-8", "utf8")):
+        return
+    # TF Serving has no such check, so no code of its own for it: HTTP's 415.
+    raise ServingError("INVALID_ARGUMENT", f"{'Content-Type ' + repr(given) if given else 'no Content-Type'}"
+                       ": a request body must be JSON sent with Content-Type: application/json",
+                       http_status=415)
 
 
 # --- JSON as TF Serving writes it ------------------------------------------------------------
@@ -329,6 +352,7 @@ class RestApi:
                          "status": {"error_code": code, "error_message": message}}
                         for v, state, code, message in self.manager.status(name, version)]
             return json.dumps({"model_version_status": statuses}, indent=1, ensure_ascii=False)
+        check_json_body(environ)
         if match.group(4).lower() != "predict":
             raise invalid_argument(f"tfnmt models answer :predict, not :{match.group(4)}")
         return self._predict(name, version, environ)
