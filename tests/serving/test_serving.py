@@ -321,6 +321,42 @@ def test_a_predict_body_must_be_sent_as_json(server):
         assert _post(url, body, content_type).status_code == 200
 
 
+def test_a_request_naming_another_host_is_refused(server):
+    # A DNS-rebinding page reaches 127.0.0.1 under its own name, which the Host header carries.
+    port = server.rsplit(":", 1)[1]
+    for host in ("evil.example", f"evil.example:{port}", f"localhost.evil.example:{port}",
+                 f"127.0.0.1.nip.io:{port}", f"0.0.0.0:{port}"):
+        for path in ("/v1/models/tiny", "/", "/demo/models"):
+            response = requests.get(f"{server}{path}", headers={"Host": host}, timeout=30)
+            assert (response.status_code, response.headers["Content-Type"]) == (403, "application/json")
+            error = response.json()["error"]
+            assert f"Host {host.rsplit(':', 1)[0]!r}" in error and "--rest_api_allowed_hosts" in error
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "LocalHost", "127.0.0.2"):
+        assert requests.get(f"{server}/v1/models/tiny", headers={"Host": host}, timeout=30).ok, host
+
+
+class _NoModels:
+    def names(self):
+        return []
+
+
+def test_the_host_allow_list_takes_names_from_a_flag():
+    def status(options, host):
+        return _wsgi(RestApi(_NoModels(), options), "GET", "/demo/models", HTTP_HOST=host)[0]
+    named = ServeOptions(rest_api_allowed_hosts="nmt.example, Other.Example")
+    assert [status(named, h) for h in ("nmt.example:8501", "other.example", "evil.example",
+                                       "localhost:8501", "[::1]")] == [200, 200, 403, 200, 200]
+    # Listening on every interface, clients come by any of the machine's addresses; a name
+    # still has to be listed.
+    everywhere = ServeOptions(rest_api_host="0.0.0.0")
+    assert [status(everywhere, h) for h in ("192.168.1.5:8501", "[fe80::1]", "nmt.example",
+                                            "0.0.0.0")] == [200, 200, 403, 200]
+    anything = ServeOptions(rest_api_allowed_hosts="*")
+    assert status(anything, "nmt.example") == 200
+    # A request without a Host header (HTTP/1.0) comes from no browser.
+    assert _wsgi(RestApi(_NoModels()), "GET", "/demo/models")[0] == 200
+
+
 def test_a_new_version_is_picked_up_without_restart(server, exports):
     base, _ = exports
     # Roll in version 2 as `tfnmt export` does: written elsewhere, then renamed into place.

@@ -25,6 +25,10 @@ class ServeOptions:
     rest_api_idle_timeout_seconds: int = option(
         30, "tfnmt serve: a connection with no traffic for this long is closed (checked every "
         "second).", bounds=">= 1")
+    rest_api_allowed_hosts: str = option(
+        "", "tfnmt serve: Host header names answered besides localhost, the --rest_api_host "
+        "address and loopback addresses (comma-separated; * = any); other Hosts get 403, "
+        "against DNS rebinding.")
     rest_api_timeout_in_ms: int = option(30000, "tfnmt serve: a request not answered by then "
                                          "fails with 504.", bounds=">= 1")
     file_system_poll_wait_seconds: int = option(

@@ -16,9 +16,11 @@ TF Serving's where it has one for the case, and name the item and the flag conce
 
 Against web pages (which TF Serving does not consider): a :predict body not sent as
 application/json gets 415 (`check_json_body`).
+A request whose Host header is not this server's gets 403 (`host_allowed`).
 """
 
 import base64
+import ipaddress
 import json
 import math
 import os
@@ -45,6 +47,7 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"
             504: "Gateway Timeout"}
 _INT64_MAX = (1 << 63) - 1
 DEMO_PAGE = os.path.join(os.path.dirname(__file__), "demo.html")
+_HOST = re.compile(r"\[([^\]]*)\](?::\d*)?|([^:\[\]]*)(?::\d*)?")
 
 
 # --- what a web page may not do ------------------------------------------------------------------
@@ -63,6 +66,34 @@ def check_json_body(environ):
     raise ServingError("INVALID_ARGUMENT", f"{'Content-Type ' + repr(given) if given else 'no Content-Type'}"
                        ": a request body must be JSON sent with Content-Type: application/json",
                        http_status=415)
+
+
+def host_name(header):
+    """The host of a Host header, lower-case, without its port and an IPv6 address's brackets;
+    None if it is no host."""
+    match = _HOST.fullmatch(header.strip().lower())
+    return match and (match.group(1) if match.group(1) is not None else match.group(2)).rstrip(".")
+
+
+def host_allowed(host, bound, names):
+    """Whether a request for `host` (a `host_name`) is answered by a server listening on
+    `bound` that also answers for `names`. DNS rebinding, which lets a web page read this server's
+    answers, needs a host name of the attacker's, so names are checked against a list (as
+    Jupyter does) and addresses are not: any loopback address, the listening address, and,
+    listening on every interface, every address."""
+    if host is None:
+        return False
+    if "*" in names or host in names or host == "localhost" or host == bound:
+        return True
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+    except ValueError:
+        return False
+    try:
+        return ipaddress.ip_address(bound).is_unspecified
+    except ValueError:  # listening on a host name's addresses
+        return False
 
 
 # --- JSON as TF Serving writes it ------------------------------------------------------------
@@ -288,6 +319,9 @@ class RestApi:
         self.max_sentences = options.max_sentences_per_request
         self.max_sentence_chars = options.max_sentence_chars
         self.timeout = options.rest_api_timeout_in_ms / 1000
+        self.bound = options.rest_api_host.strip().strip("[]").lower()
+        self.allowed_hosts = {host_name(name) or name.strip()
+                              for name in options.rest_api_allowed_hosts.split(",") if name.strip()}
 
     def __call__(self, environ, start_response):
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
@@ -295,6 +329,7 @@ class RestApi:
         content_type = "application/json"
         try:
             status = 200
+            self._check_host(environ)
             if self.demo and method == "GET" and path in ("/", "/demo/models"):
                 content_type, body = self._demo(path)
             else:
@@ -310,6 +345,19 @@ class RestApi:
         if status != 200:
             logging.info("%s %s -> %d (%.0f ms)", method, path, status, 1000 * (time.perf_counter() - start))
         return [data]
+
+    def _check_host(self, environ):
+        # No Host header: HTTP/1.0, from no browser (a browser always sends one).
+        header = environ.get("HTTP_HOST")
+        if header is None:
+            return
+        host = host_name(header)
+        if not host_allowed(host, self.bound, self.allowed_hosts):
+            raise ServingError(
+                "PERMISSION_DENIED", f"Host {host if host is not None else header!r} is not "
+                f"one this server answers for (localhost, {self.bound}, loopback addresses"
+                f"{''.join(', ' + n for n in sorted(self.allowed_hosts))}): add it with "
+                "--rest_api_allowed_hosts")
 
     def _demo(self, path):
         """(content type, body) of the demo page or of its list of served models."""
