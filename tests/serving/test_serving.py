@@ -255,6 +255,7 @@ def test_a_malformed_http_request_gets_a_json_error_too(server):
             answer += chunk
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 ") and b"Content-Type: application/json" in head, answer
+    assert b"X-Content-Type-Options: nosniff" in head, answer
     assert list(json.loads(body)) == ["error"] and "Content-Length" in json.loads(body)["error"]
 
 
@@ -355,6 +356,24 @@ def test_the_host_allow_list_takes_names_from_a_flag():
     assert status(anything, "nmt.example") == 200
     # A request without a Host header (HTTP/1.0) comes from no browser.
     assert _wsgi(RestApi(_NoModels()), "GET", "/demo/models")[0] == 200
+
+
+def test_every_answer_says_nosniff_and_the_demo_page_has_a_strict_csp(server):
+    import hashlib
+    for answer in (requests.get(f"{server}/v1/models/tiny", timeout=30),
+                   requests.get(f"{server}/v1/models/unknown", timeout=30),
+                   _post(f"{server}/v1/models/tiny:predict", b"x" * 200_000),
+                   requests.get(f"{server}/", timeout=30)):
+        assert answer.headers.get("X-Content-Type-Options") == "nosniff", answer.headers
+    page = requests.get(f"{server}/", timeout=30)
+    policy = dict(p.strip().split(" ", 1) for p in page.headers["Content-Security-Policy"].split(";"))
+    assert policy["default-src"] == "'none'" and policy["connect-src"] == "'self'"
+    assert policy["frame-ancestors"] == "'none'" and policy["base-uri"] == "'none'"
+    # The page's inline script and style, by their hashes: no other script or style runs.
+    for tag in ("script", "style"):
+        (inline,) = re.findall(rf"<{tag}>(.*?)</{tag}>", page.text, re.S)
+        digest = base64.b64encode(hashlib.sha256(inline.encode()).digest()).decode()
+        assert policy[f"{tag}-src"] == f"'sha256-{digest}'"
 
 
 def test_a_new_version_is_picked_up_without_restart(server, exports):
@@ -716,6 +735,9 @@ def test_the_demo_page_translates_as_you_type_with_every_served_model(server, tr
         wait = WebDriverWait(browser, 60)
         wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "div.model")) == 2)
         browser.find_element(By.ID, "source").send_keys("\n".join(sentences))
+        # The page's style applies under its Content-Security-Policy (as its script does: it
+        # translates).
+        assert browser.find_element(By.ID, "columns").value_of_css_property("display") == "flex"
 
         def shown(b):
             columns = {c.get_attribute("data-model"): c for c in b.find_elements(By.CSS_SELECTOR, "div.model")}

@@ -17,9 +17,12 @@ TF Serving's where it has one for the case, and name the item and the flag conce
 Against web pages (which TF Serving does not consider): a :predict body not sent as
 application/json gets 415 (`check_json_body`).
 A request whose Host header is not this server's gets 403 (`host_allowed`).
+Every answer says `X-Content-Type-Options: nosniff`, and the demo page has a
+Content-Security-Policy allowing its own inline script and style only (`demo_page_policy`).
 """
 
 import base64
+import hashlib
 import ipaddress
 import json
 import math
@@ -94,6 +97,19 @@ def host_allowed(host, bound, names):
         return ipaddress.ip_address(bound).is_unspecified
     except ValueError:  # listening on a host name's addresses
         return False
+
+
+def _inline_hashes(page, tag):
+    return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
+                    for text in re.findall(rf"<{tag}>(.*?)</{tag}>", page, re.S))
+
+
+def demo_page_policy(page):
+    """The demo page's Content-Security-Policy: its own inline script and style (by their
+    hashes, so an injected one would not run), requests to this server only, nothing else."""
+    return (f"default-src 'none'; script-src {_inline_hashes(page, 'script')}; "
+            f"style-src {_inline_hashes(page, 'style')}; connect-src 'self'; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'")
 
 
 # --- JSON as TF Serving writes it ------------------------------------------------------------
@@ -327,11 +343,14 @@ class RestApi:
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
         start = time.perf_counter()
         content_type = "application/json"
+        headers = [("X-Content-Type-Options", "nosniff")]
         try:
             status = 200
             self._check_host(environ)
             if self.demo and method == "GET" and path in ("/", "/demo/models"):
                 content_type, body = self._demo(path)
+                if path == "/":
+                    headers.append(("Content-Security-Policy", demo_page_policy(body)))
             else:
                 body = self._dispatch(method, path, environ)
         except ServingError as e:
@@ -341,7 +360,7 @@ class RestApi:
             status, body = 500, error_body(f"{type(e).__name__}: {e}")
         data = body.encode("utf-8")
         start_response(f"{status} {_REASONS.get(status, 'Error')}",
-                       [("Content-Type", content_type), ("Content-Length", str(len(data)))])
+                       [("Content-Type", content_type), ("Content-Length", str(len(data))), *headers])
         if status != 200:
             logging.info("%s %s -> %d (%.0f ms)", method, path, status, 1000 * (time.perf_counter() - start))
         return [data]

@@ -32,7 +32,8 @@ def _json_error_channel(max_request_bytes):
                 message = f"{error.reason}: {error.body}"
             body = error_body(message).encode("utf-8")
             self.status = f"{error.code} {error.reason}"
-            self.response_headers.append(("Content-Type", "application/json"))
+            self.response_headers.extend([("Content-Type", "application/json"),
+                                          ("X-Content-Type-Options", "nosniff")])
             self.set_close_on_finish()
             self.content_length = len(body)
             self.write(body)
