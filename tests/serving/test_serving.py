@@ -66,8 +66,9 @@ def server(exports, tmp_path_factory):
     server_lib.stop(process)
 
 
-def _post(url, body):
+def _post(url, body, content_type="application/json"):
     return requests.post(url, data=body if isinstance(body, (bytes, str)) else json.dumps(body),
+                         headers={"Content-Type": content_type} if content_type else {},
                          timeout=120)
 
 
@@ -254,6 +255,7 @@ def test_a_malformed_http_request_gets_a_json_error_too(server):
             answer += chunk
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 ") and b"Content-Type: application/json" in head, answer
+    assert b"X-Content-Type-Options: nosniff" in head, answer
     assert list(json.loads(body)) == ["error"] and "Content-Length" in json.loads(body)["error"]
 
 
@@ -280,6 +282,98 @@ def test_loopback_load_with_batching_has_no_errors(server):
                        sentences_per_request=1)
     assert result["errors"] == 0, result
     assert result["requests"] >= 4 and result["latency_ms_p99"] >= result["latency_ms_p50"] > 0
+
+
+def test_idle_connections_do_not_delay_a_request(server):
+    # Connections opened with nothing sent, twice waitress's default limit of 100: they took
+    # every slot, and a request waited unanswered until they timed out (120 s).
+    import socket
+    host, port = server.rsplit("/", 1)[1].split(":")
+    idle = []
+    try:
+        for _ in range(200):
+            idle.append(socket.create_connection((host, int(port)), timeout=30))
+        start = time.perf_counter()
+        status = requests.get(f"{server}/v1/models/tiny", timeout=20)
+        predict = _post(f"{server}/v1/models/tiny:predict", {"instances": ["a cat"]})
+        elapsed = time.perf_counter() - start
+    finally:
+        for connection in idle:
+            connection.close()
+    assert (status.status_code, predict.status_code) == (200, 200)
+    # A second at most each on an idle machine; more leaves room for a loaded one.
+    assert elapsed < 4, elapsed
+
+
+def test_a_predict_body_must_be_sent_as_json(server):
+    # A browser sends text/plain, form and multipart bodies (and bodies with no type) to another
+    # origin without asking first (no CORS preflight): refused, any web page could translate.
+    url = f"{server}/v1/models/tiny:predict"
+    body = {"instances": ["a cat"]}
+    for content_type in ("text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                         "multipart/form-data; boundary=x", None, "application/json-seq",
+                         "application/json; charset=latin-1"):
+        response = _post(url, body, content_type)
+        assert (response.status_code, response.headers["Content-Type"]) == (415, "application/json")
+        error = response.json()
+        assert list(error) == ["error"] and "Content-Type: application/json" in error["error"], error
+        assert (repr(content_type) if content_type else "no Content-Type") in error["error"], error
+    for content_type in ("application/json", "Application/JSON; charset=utf-8"):
+        assert _post(url, body, content_type).status_code == 200
+
+
+def test_a_request_naming_another_host_is_refused(server):
+    # A DNS-rebinding page reaches 127.0.0.1 under its own name, which the Host header carries.
+    port = server.rsplit(":", 1)[1]
+    for host in ("evil.example", f"evil.example:{port}", f"localhost.evil.example:{port}",
+                 f"127.0.0.1.nip.io:{port}", f"0.0.0.0:{port}"):
+        for path in ("/v1/models/tiny", "/", "/demo/models"):
+            response = requests.get(f"{server}{path}", headers={"Host": host}, timeout=30)
+            assert (response.status_code, response.headers["Content-Type"]) == (403, "application/json")
+            error = response.json()["error"]
+            assert f"Host {host.rsplit(':', 1)[0]!r}" in error and "--rest_api_allowed_hosts" in error
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "LocalHost", "127.0.0.2"):
+        assert requests.get(f"{server}/v1/models/tiny", headers={"Host": host}, timeout=30).ok, host
+
+
+class _NoModels:
+    def names(self):
+        return []
+
+
+def test_the_host_allow_list_takes_names_from_a_flag():
+    def status(options, host):
+        return _wsgi(RestApi(_NoModels(), options), "GET", "/demo/models", HTTP_HOST=host)[0]
+    named = ServeOptions(rest_api_allowed_hosts="nmt.example, Other.Example")
+    assert [status(named, h) for h in ("nmt.example:8501", "other.example", "evil.example",
+                                       "localhost:8501", "[::1]")] == [200, 200, 403, 200, 200]
+    # Listening on every interface, clients come by any of the machine's addresses; a name
+    # still has to be listed.
+    everywhere = ServeOptions(rest_api_host="0.0.0.0")
+    assert [status(everywhere, h) for h in ("192.168.1.5:8501", "[fe80::1]", "nmt.example",
+                                            "0.0.0.0")] == [200, 200, 403, 200]
+    anything = ServeOptions(rest_api_allowed_hosts="*")
+    assert status(anything, "nmt.example") == 200
+    # A request without a Host header (HTTP/1.0) comes from no browser.
+    assert _wsgi(RestApi(_NoModels()), "GET", "/demo/models")[0] == 200
+
+
+def test_every_answer_says_nosniff_and_the_demo_page_has_a_strict_csp(server):
+    import hashlib
+    for answer in (requests.get(f"{server}/v1/models/tiny", timeout=30),
+                   requests.get(f"{server}/v1/models/unknown", timeout=30),
+                   _post(f"{server}/v1/models/tiny:predict", b"x" * 200_000),
+                   requests.get(f"{server}/", timeout=30)):
+        assert answer.headers.get("X-Content-Type-Options") == "nosniff", answer.headers
+    page = requests.get(f"{server}/", timeout=30)
+    policy = dict(p.strip().split(" ", 1) for p in page.headers["Content-Security-Policy"].split(";"))
+    assert policy["default-src"] == "'none'" and policy["connect-src"] == "'self'"
+    assert policy["frame-ancestors"] == "'none'" and policy["base-uri"] == "'none'"
+    # The page's inline script and style, by their hashes: no other script or style runs.
+    for tag in ("script", "style"):
+        (inline,) = re.findall(rf"<{tag}>(.*?)</{tag}>", page.text, re.S)
+        digest = base64.b64encode(hashlib.sha256(inline.encode()).digest()).decode()
+        assert policy[f"{tag}-src"] == f"'sha256-{digest}'"
 
 
 def test_a_new_version_is_picked_up_without_restart(server, exports):
@@ -390,13 +484,14 @@ def test_translate_keeps_what_the_server_translated_before_it_went_away(tmp_path
     assert sum("retrying" in line for line in err.splitlines()) == 1
 
 
-def _wsgi(app, method, path, body=None):
+def _wsgi(app, method, path, body=None, **environ):
     """(HTTP status, JSON answer) of one request to the REST application, in this process."""
     import io
     data = json.dumps(body).encode() if body is not None else b""
     answer = {}
     out = app({"REQUEST_METHOD": method, "PATH_INFO": path, "CONTENT_LENGTH": str(len(data)),
-               "wsgi.input": io.BytesIO(data)}, lambda status, headers: answer.update(status=status))
+               "CONTENT_TYPE": "application/json", "wsgi.input": io.BytesIO(data), **environ},
+              lambda status, headers: answer.update(status=status))
     return int(answer["status"].split()[0]), json.loads(b"".join(out))
 
 
@@ -640,6 +735,9 @@ def test_the_demo_page_translates_as_you_type_with_every_served_model(server, tr
         wait = WebDriverWait(browser, 60)
         wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "div.model")) == 2)
         browser.find_element(By.ID, "source").send_keys("\n".join(sentences))
+        # The page's style applies under its Content-Security-Policy (as its script does: it
+        # translates).
+        assert browser.find_element(By.ID, "columns").value_of_css_property("display") == "flex"
 
         def shown(b):
             columns = {c.get_attribute("data-model"): c for c in b.find_elements(By.CSS_SELECTOR, "div.model")}

@@ -19,6 +19,16 @@ class ServeOptions:
         8501, "tfnmt serve: port (0 = any free port; the URL is printed).", bounds="[0, 65535]")
     rest_api_num_threads: int = option(16, "tfnmt serve: threads answering HTTP requests.",
                                        bounds=">= 1")
+    rest_api_max_connections: int = option(
+        100, "tfnmt serve: open connections at most; at the limit, the longest-idle connection "
+        "(no request in progress) is closed to take a new one.", bounds=">= 1")
+    rest_api_idle_timeout_seconds: int = option(
+        30, "tfnmt serve: a connection with no traffic for this long is closed (checked every "
+        "second).", bounds=">= 1")
+    rest_api_allowed_hosts: str = option(
+        "", "tfnmt serve: Host header names answered besides localhost, the --rest_api_host "
+        "address and loopback addresses (comma-separated; * = any); other Hosts get 403, "
+        "against DNS rebinding.")
     rest_api_timeout_in_ms: int = option(30000, "tfnmt serve: a request not answered by then "
                                          "fails with 504.", bounds=">= 1")
     file_system_poll_wait_seconds: int = option(

@@ -13,9 +13,17 @@ Errors are `{"error": "MESSAGE"}` with TF Serving's status: 400 for a malformed 
 limits on sentences), 413 for a body over --max_request_bytes, 404 for an unknown model or
 version, 503 when the batching queue is full, 504 past --rest_api_timeout_in_ms. Messages follow
 TF Serving's where it has one for the case, and name the item and the flag concerned.
+
+Against web pages (which TF Serving does not consider): a :predict body not sent as
+application/json gets 415 (`check_json_body`).
+A request whose Host header is not this server's gets 403 (`host_allowed`).
+Every answer says `X-Content-Type-Options: nosniff`, and the demo page has a
+Content-Security-Policy allowing its own inline script and style only (`demo_page_policy`).
 """
 
 import base64
+import hashlib
+import ipaddress
 import json
 import math
 import os
@@ -28,18 +36,80 @@ from google.protobuf import json_format
 from tensorflow.core.framework import types_pb2
 
 from tfnmt.serving.options import ServeOptions
-from tfnmt.serving.status import ServingError, invalid_argument, request_too_large, sentence_too_long
+from tfnmt.serving.status import (ServingError, invalid_argument, request_too_large,
+                                  sentence_too_long)
 
 _PREDICT = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
                       r":(classify|regress|predict)", re.IGNORECASE)
 _STATUS = re.compile(r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
                      r"(?:/(metadata))?", re.IGNORECASE)
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            409: "Conflict", 413: "Payload Too Large", 429: "Too Many Requests", 499: "Client Closed Request",
+            409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type",
+            429: "Too Many Requests", 499: "Client Closed Request",
             500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
             504: "Gateway Timeout"}
 _INT64_MAX = (1 << 63) - 1
 DEMO_PAGE = os.path.join(os.path.dirname(__file__), "demo.html")
+_HOST = re.compile(r"\[([^\]]*)\](?::\d*)?|([^:\[\]]*)(?::\d*)?")
+
+
+# --- what a web page may not do ------------------------------------------------------------------
+
+def check_json_body(environ):
+    """415 unless the body is sent as application/json (UTF-8, JSON's only encoding). A browser
+    sends text/plain, form and multipart bodies, or a body of no type, to another origin without
+    asking first (no CORS preflight): without this any web page could use the server."""
+    given = environ.get("CONTENT_TYPE", "").strip()
+    media_type, _, parameters = given.partition(";")
+    charset = re.search(r"charset\s*=\s*\"?([^\";\s]*)", parameters, re.IGNORECASE)
+    if media_type.strip().lower() == "application/json" and (
+            not charset or charset.group(1).lower() in ("utf-8", "utf8")):
+        return
+    # TF Serving has no such check, so no code of its own for it: HTTP's 415.
+    raise ServingError("INVALID_ARGUMENT", f"{'Content-Type ' + repr(given) if given else 'no Content-Type'}"
+                       ": a request body must be JSON sent with Content-Type: application/json",
+                       http_status=415)
+
+
+def host_name(header):
+    """The host of a Host header, lower-case, without its port and an IPv6 address's brackets;
+    None if it is no host."""
+    match = _HOST.fullmatch(header.strip().lower())
+    return match and (match.group(1) if match.group(1) is not None else match.group(2)).rstrip(".")
+
+
+def host_allowed(host, bound, names):
+    """Whether a request for `host` (a `host_name`) is answered by a server listening on
+    `bound` that also answers for `names`. DNS rebinding, which lets a web page read this server's
+    answers, needs a host name of the attacker's, so names are checked against a list (as
+    Jupyter does) and addresses are not: any loopback address, the listening address, and,
+    listening on every interface, every address."""
+    if host is None:
+        return False
+    if "*" in names or host in names or host == "localhost" or host == bound:
+        return True
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+    except ValueError:
+        return False
+    try:
+        return ipaddress.ip_address(bound).is_unspecified
+    except ValueError:  # listening on a host name's addresses
+        return False
+
+
+def _inline_hashes(page, tag):
+    return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
+                    for text in re.findall(rf"<{tag}>(.*?)</{tag}>", page, re.S))
+
+
+def demo_page_policy(page):
+    """The demo page's Content-Security-Policy: its own inline script and style (by their
+    hashes, so an injected one would not run), requests to this server only, nothing else."""
+    return (f"default-src 'none'; script-src {_inline_hashes(page, 'script')}; "
+            f"style-src {_inline_hashes(page, 'style')}; connect-src 'self'; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'")
 
 
 # --- JSON as TF Serving writes it ------------------------------------------------------------
@@ -265,15 +335,22 @@ class RestApi:
         self.max_sentences = options.max_sentences_per_request
         self.max_sentence_chars = options.max_sentence_chars
         self.timeout = options.rest_api_timeout_in_ms / 1000
+        self.bound = options.rest_api_host.strip().strip("[]").lower()
+        self.allowed_hosts = {host_name(name) or name.strip()
+                              for name in options.rest_api_allowed_hosts.split(",") if name.strip()}
 
     def __call__(self, environ, start_response):
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
         start = time.perf_counter()
         content_type = "application/json"
+        headers = [("X-Content-Type-Options", "nosniff")]
         try:
             status = 200
+            self._check_host(environ)
             if self.demo and method == "GET" and path in ("/", "/demo/models"):
                 content_type, body = self._demo(path)
+                if path == "/":
+                    headers.append(("Content-Security-Policy", demo_page_policy(body)))
             else:
                 body = self._dispatch(method, path, environ)
         except ServingError as e:
@@ -283,10 +360,23 @@ class RestApi:
             status, body = 500, error_body(f"{type(e).__name__}: {e}")
         data = body.encode("utf-8")
         start_response(f"{status} {_REASONS.get(status, 'Error')}",
-                       [("Content-Type", content_type), ("Content-Length", str(len(data)))])
+                       [("Content-Type", content_type), ("Content-Length", str(len(data))), *headers])
         if status != 200:
             logging.info("%s %s -> %d (%.0f ms)", method, path, status, 1000 * (time.perf_counter() - start))
         return [data]
+
+    def _check_host(self, environ):
+        # No Host header: HTTP/1.0, from no browser (a browser always sends one).
+        header = environ.get("HTTP_HOST")
+        if header is None:
+            return
+        host = host_name(header)
+        if not host_allowed(host, self.bound, self.allowed_hosts):
+            raise ServingError(
+                "PERMISSION_DENIED", f"Host {host if host is not None else header!r} is not "
+                f"one this server answers for (localhost, {self.bound}, loopback addresses"
+                f"{''.join(', ' + n for n in sorted(self.allowed_hosts))}): add it with "
+                "--rest_api_allowed_hosts")
 
     def _demo(self, path):
         """(content type, body) of the demo page or of its list of served models."""
@@ -329,6 +419,7 @@ class RestApi:
                          "status": {"error_code": code, "error_message": message}}
                         for v, state, code, message in self.manager.status(name, version)]
             return json.dumps({"model_version_status": statuses}, indent=1, ensure_ascii=False)
+        check_json_body(environ)
         if match.group(4).lower() != "predict":
             raise invalid_argument(f"tfnmt models answer :predict, not :{match.group(4)}")
         return self._predict(name, version, environ)

@@ -32,7 +32,8 @@ def _json_error_channel(max_request_bytes):
                 message = f"{error.reason}: {error.body}"
             body = error_body(message).encode("utf-8")
             self.status = f"{error.code} {error.reason}"
-            self.response_headers.append(("Content-Type", "application/json"))
+            self.response_headers.extend([("Content-Type", "application/json"),
+                                          ("X-Content-Type-Options", "nosniff")])
             self.set_close_on_finish()
             self.content_length = len(body)
             self.write(body)
@@ -43,16 +44,70 @@ def _json_error_channel(max_request_bytes):
     return JsonErrorChannel
 
 
-def create(app, host, port, threads, max_request_bytes):
+def _idle(channel):
+    """A connection with no request being read, queued or answered, and nothing left to send."""
+    return not (channel.will_close or channel.close_when_flushed or channel.requests
+                or channel.request is not None or channel.total_outbufs_len)
+
+
+def _make_room(listener):
+    """`listener.readable`, waitress's test of whether to accept a connection, but at the
+    connection limit it closes the longest-idle connections instead of accepting nothing until
+    one times out: otherwise a client that opens connections and sends nothing holds every slot
+    (waitress leaves a new connection in the listen backlog, unanswered, for up to the idle
+    timeout)."""
+    import time
+
+    from waitress.channel import HTTPChannel
+
+    adj = listener.adj
+
+    def readable():
+        now = time.time()
+        if now >= listener.next_channel_cleanup:
+            listener.next_channel_cleanup = now + adj.cleanup_interval
+            listener.maintenance(now)
+        if not listener.accepting:
+            return False
+        # Connections only: waitress counts the listening sockets and its wake-up pipe as well,
+        # so that a limit of 2 or less never accepts anything.
+        channels = [c for c in list(listener._map.values()) if isinstance(c, HTTPChannel)]
+        excess = len(channels) - adj.connection_limit + 1
+        if excess <= 0:
+            return True
+        excess -= sum(1 for c in channels if c.will_close)
+        # Closed by the loop's next pass over the sockets (as waitress's maintenance closes
+        # timed-out ones), which then accepts: closing here would hand the loop closed sockets.
+        for channel in sorted(filter(_idle, channels), key=lambda c: c.last_activity)[:max(excess, 0)]:
+            channel.will_close = True
+        logging.log_every_n_seconds(
+            logging.WARNING, "%d connections open (--rest_api_max_connections): closing the "
+            "longest-idle ones to take new ones", 60, len(channels))
+        return False
+
+    listener.readable = readable
+
+
+def create(app, host, port, threads, max_request_bytes, max_connections=100, idle_timeout=30):
     """A waitress server bound to host:port (port 0: any free port, see `server.effective_port`)."""
-    from waitress.server import create_server
+    from waitress.server import BaseWSGIServer, create_server
     # Bodies over our limit get their 413 from the application once waitress has read them, on
     # a connection that stays open; waitress's own limit, past which it stops reading and
     # closes the connection, is only a backstop against bodies far larger than that.
+    # poll(), not select(), which fails on a descriptor past 1023, i.e. past about 1000
+    # connections. Idle connections are looked for every second, so a timed-out one lives at
+    # most a second longer.
     server = create_server(app, host=host, port=port, threads=threads, ident="tfnmt-serve",
                            max_request_body_size=4 * max_request_bytes + (1 << 16),
-                           expose_tracebacks=False, channel_timeout=120)
-    server.channel_class = _json_error_channel(max_request_bytes)
+                           expose_tracebacks=False, connection_limit=max_connections,
+                           channel_timeout=idle_timeout, cleanup_interval=1,
+                           asyncore_use_poll=True)
+    # A host name with several addresses (localhost: 127.0.0.1 and ::1) gives one listener each.
+    listeners = ([server] if isinstance(server, BaseWSGIServer) else
+                 [s for s in server.map.values() if isinstance(s, BaseWSGIServer)])
+    for listener in listeners:
+        listener.channel_class = _json_error_channel(max_request_bytes)
+        _make_room(listener)
     return server
 
 
