@@ -91,3 +91,30 @@ def test_a_ctc_model_is_refused():
     with pytest.raises(ConfigError, match="--xla_decoding"):
         searches.for_model(tiny_model("ctc_nat", label_smoothing=None),
                            DecodingOptions(xla_decoding=True))
+
+
+def test_an_export_with_xla_decoding_translates_as_the_checkpoint(trained_model, tmp_path):
+    """One sentence, a batch the compiled search takes and one it leaves to the dynamic
+    search: the SavedModel gives the checkpoint's translations and scores, exactly."""
+    from conftest import run_cli, synthetic_pairs
+    from tfnmt.exporters.saved_model import SavedModelTranslator
+    from tfnmt.serving.backends import from_checkpoint
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
+                   "--beam_size=2", "--xla_decoding") == 0
+    exported = SavedModelTranslator(str(tmp_path / "transformer" / "1"))
+    assert exported.options.xla_decoding
+    _, checkpoint = from_checkpoint(trained_model, "", exported.options)
+    sentences = [p[0] for p in synthetic_pairs(20, seed=5)]
+    for batch in (sentences[:1], sentences[:16], sentences):  # 2, 32 and 40 hypotheses
+        ours, theirs = (t.translate(tf.constant(batch)) for t in (checkpoint, exported))
+        assert ours["translations"].numpy().tolist() == theirs["translations"].numpy().tolist()
+        np.testing.assert_array_equal(ours["scores"].numpy(), theirs["scores"].numpy())
+
+
+def test_tflite_and_ctranslate2_exports_refuse_it(trained_model, tmp_path, capsys):
+    from conftest import run_cli
+    for export_format in ("tflite", "ctranslate2"):
+        assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
+                       f"--format={export_format}", "--xla_decoding") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--xla_decoding" in err[0], err
