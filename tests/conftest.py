@@ -20,26 +20,6 @@ def pytest_xdist_auto_num_workers(config):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(cores or 1, 4))
 
-
-# The files with the longest tests, longest first (`--durations` of a full run). xdist gives
-# each worker whole files in collection order (`--dist loadfile`), so a long file collected
-# last ran alone at the end while the other worker idled: 2.5 of the suite's 15 minutes.
-LONG_FIRST = ["models/test_pairs.py", "exporters/test_ctranslate2.py",
-              "experiments/test_experiment.py", "test_end_to_end.py", "models/test_contract.py",
-              "models/test_deeplau.py", "training/test_distribution.py",
-              "training/test_accumulation.py", "decoders/test_luong.py", "cli/test_cli.py",
-              "exporters/test_tflite.py", "models/test_ctc_nat.py", "test_faults.py",
-              "models/test_conv_encoder.py", "cli/test_distill.py",
-              "models/test_deep_transformer.py", "training/test_early_stopping.py",
-              "decoding/test_compiled.py"]
-
-
-def pytest_collection_modifyitems(config, items):
-    """The LONG_FIRST files first, in that order; the others after them as collected."""
-    rank = {os.path.join(REPO, "tests", name): i for i, name in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
-
-
 _WORDS = ["cat", "dog", "house", "tree", "red", "blue", "big", "small", "runs", "sleeps",
           "the", "a", "green", "bird", "sees", "car", "old", "new", "man", "woman"]
 _GERMAN = ["Katze", "Hund", "Haus", "Baum", "rot", "blau", "groß", "klein", "läuft", "schläft",

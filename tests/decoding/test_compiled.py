@@ -60,10 +60,10 @@ def test_compiled_search_is_the_dynamic_search(name, beam_size, n_best):
     np.testing.assert_allclose(xla_scores, scores, atol=1e-4)
 
 
-def test_states_that_never_grow_compile_as_they_are():
-    """DenseNMT's state: each layer's last kernel_size - 1 inputs."""
+@pytest.mark.parametrize("name", ["densenmt", "deeplau"])
+def test_states_that_never_grow_compile_as_they_are(name):
     tf.keras.utils.set_random_seed(2)
-    model = tiny_model("densenmt", label_smoothing=None)
+    model = tiny_model(name, label_smoothing=None)
     (ids, scores), (xla_ids, xla_scores), _ = _both(model, dataclasses.replace(OPTIONS, beam_size=2))
     np.testing.assert_array_equal(xla_ids, ids)
     np.testing.assert_allclose(xla_scores, scores, atol=1e-4)
