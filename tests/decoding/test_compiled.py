@@ -45,10 +45,11 @@ def _both(model, options, n_best=1):
             xla_ids.shape[-1])
 
 
-@pytest.mark.parametrize("name,beam_size,n_best", [("transformer", 1, 1),
-                                                    ("deep_transformer", 3, 2)])
+@pytest.mark.parametrize("name,beam_size,n_best", [("deep_transformer", 3, 2),
+                                                    ("densenmt", 1, 1)])
 def test_compiled_search_is_the_dynamic_search(name, beam_size, n_best):
-    """Fixed caches, multi-layer attention's lower caches, greedy and beam with n-best."""
+    """Beam with n-best over fixed caches (multi-layer attention's lower caches too); greedy
+    over a state that never grows (DenseNMT's last kernel_size - 1 inputs of each layer)."""
     tf.keras.utils.set_random_seed(1)
     model = tiny_model(name, label_smoothing=None)
     options = dataclasses.replace(OPTIONS, beam_size=beam_size, n_best=n_best)
@@ -56,15 +57,6 @@ def test_compiled_search_is_the_dynamic_search(name, beam_size, n_best):
     # Compiled: as long as the longest limit of the padded source width (ratio 1, offset 3).
     padded = -(-_sources()[0].shape[1] // compiled.SOURCE_BUCKET) * compiled.SOURCE_BUCKET
     assert width == min(OPTIONS.max_decode_length, padded - 1 + 3) > ids.shape[-1]
-    np.testing.assert_array_equal(xla_ids, ids)
-    np.testing.assert_allclose(xla_scores, scores, atol=1e-4)
-
-
-@pytest.mark.parametrize("name", ["densenmt", "deeplau"])
-def test_states_that_never_grow_compile_as_they_are(name):
-    tf.keras.utils.set_random_seed(2)
-    model = tiny_model(name, label_smoothing=None)
-    (ids, scores), (xla_ids, xla_scores), _ = _both(model, dataclasses.replace(OPTIONS, beam_size=2))
     np.testing.assert_array_equal(xla_ids, ids)
     np.testing.assert_allclose(xla_scores, scores, atol=1e-4)
 
@@ -94,8 +86,9 @@ def test_a_ctc_model_is_refused():
 
 
 def test_an_export_with_xla_decoding_translates_as_the_checkpoint(trained_model, tmp_path):
-    """One sentence, a batch the compiled search takes and one it leaves to the dynamic
-    search: the SavedModel gives the checkpoint's translations and scores, exactly."""
+    """A batch the compiled search takes and one it leaves to the dynamic search: the SavedModel
+    gives the checkpoint's translations and scores exactly, and the Transformer's fixed caches
+    the dynamic search's translations."""
     from conftest import run_cli, synthetic_pairs
     from tfnmt.exporters.saved_model import SavedModelTranslator
     from tfnmt.serving.backends import from_checkpoint
@@ -104,11 +97,16 @@ def test_an_export_with_xla_decoding_translates_as_the_checkpoint(trained_model,
     exported = SavedModelTranslator(str(tmp_path / "transformer" / "1"))
     assert exported.options.xla_decoding
     _, checkpoint = from_checkpoint(trained_model, "", exported.options)
+    _, dynamic = from_checkpoint(trained_model, "", dataclasses.replace(exported.options,
+                                                                        xla_decoding=False))
     sentences = [p[0] for p in synthetic_pairs(20, seed=5)]
-    for batch in (sentences[:1], sentences[:16], sentences):  # 2, 32 and 40 hypotheses
-        ours, theirs = (t.translate(tf.constant(batch)) for t in (checkpoint, exported))
+    for batch in (sentences[:12], sentences):  # 24 and 40 hypotheses
+        ours, theirs, plain = (t.translate(tf.constant(batch))
+                               for t in (checkpoint, exported, dynamic))
         assert ours["translations"].numpy().tolist() == theirs["translations"].numpy().tolist()
         np.testing.assert_array_equal(ours["scores"].numpy(), theirs["scores"].numpy())
+        assert ours["translations"].numpy().tolist() == plain["translations"].numpy().tolist()
+        np.testing.assert_allclose(ours["scores"].numpy(), plain["scores"].numpy(), atol=1e-4)
 
 
 def test_tflite_and_ctranslate2_exports_refuse_it(trained_model, tmp_path, capsys):

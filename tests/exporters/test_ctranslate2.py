@@ -154,11 +154,16 @@ def test_other_models_are_refused_in_one_line(trained_model, tmp_path, capsys, m
 
 
 def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained_model, corpus,
-                                                                         capsys, tmp_path):
+                                                                         capsys, tmp_path,
+                                                                         monkeypatch):
     """With a sibling process holding a core, the table prints no ratio and says why; every
-    engine ran in a process of its own, not this one."""
+    engine ran in a process of its own, not this one. (tfnmt's --xla_decoding export is left
+    out to save its compilations: tests/decoding/test_compiled.py holds it to the other.)"""
     import subprocess
     import sys
+
+    from tfnmt.cli import bench_ctranslate2
+    monkeypatch.setattr(bench_ctranslate2, "TFNMT_VARIANTS", bench_ctranslate2.TFNMT_VARIANTS[:1])
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         assert run_cli("bench", "--bench=translate", "--compare_ctranslate2",
@@ -182,8 +187,8 @@ def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained
     assert share > 0.10 and f"No ratio: other processes used {100 * share:.0f}%" in lines[-2]
     pids = [e["pid"] for e in result["engines"]]
     assert os.getpid() not in pids and len(set(pids)) == len(pids)
-    assert [(e["engine"], e["variant"]) for e in result["engines"]][:3] == [
-        ("tfnmt", "float32"), ("tfnmt", "float32 xla"), ("ctranslate2", "float32")]
+    assert [(e["engine"], e["variant"]) for e in result["engines"]][:2] == [
+        ("tfnmt", "float32"), ("ctranslate2", "float32")]
     assert result["agreement"]["greedy"] == "12/12"
     assert result["decodes"]["beam"]["beam_size"] == 2
 

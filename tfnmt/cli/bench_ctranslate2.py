@@ -122,6 +122,8 @@ def compare(bench, data, batch, source):
     return result
 
 
+# tfnmt's exports: (name, --xla_decoding).
+TFNMT_VARIANTS = (("float32", False), ("float32 xla", True))
 # Timed passes per engine and decode; the figures are their medians.
 REPEATS = 3
 # Above this share of the machine used by other processes during any timed pass, no ratio is
@@ -161,7 +163,7 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
     from tfnmt.exporters import saved_model
     common_spec = {"batches": test.batches, "singles": test.singles, "repeats": REPEATS}
     specs = []
-    for variant, xla in (("float32", False), ("float32 xla", True)):
+    for variant, xla in TFNMT_VARIANTS:
         paths = {name: (saved if saved and name == "beam" and o.xla_decoding == xla else
                         saved_model.export(Translator(model, source_vocab, target_vocab,
                                                       dataclasses.replace(o, xla_decoding=xla)),
