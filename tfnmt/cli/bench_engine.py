@@ -59,7 +59,7 @@ class MachineLoad:
         self.others = round(min(1.0, max(0.0, others) / (self.seconds * busy[1])), 4)
 
 
-def _tfnmt_engine(spec, path):
+def _tfnmt_engine(path):
     import tensorflow as tf
 
     from tfnmt.exporters.saved_model import SavedModelTranslator
@@ -130,7 +130,7 @@ def run(spec):
     decodes = {}
     for name, decode in spec["decodes"].items():
         if spec["engine"] == "tfnmt":
-            translate = _tfnmt_engine(spec, decode)
+            translate = _tfnmt_engine(decode)
         else:
             translate = _ctranslate2_engine(spec, decode)
         decodes[name] = measure(translate, spec["batches"], spec["singles"], spec["repeats"])
