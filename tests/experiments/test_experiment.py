@@ -223,6 +223,69 @@ def test_averaged_checkpoints_are_scored_once_and_reported(experiment, caplog):
         assert f.read() == markdown
 
 
+def test_a_converge_budget_stops_every_run_by_one_rule_and_scores_its_best(
+        experiment, tmp_path, caplog):
+    """--budget=converge: early stopping on validation BLEU, --train_steps the cap; each run's
+    best checkpoint by validation BLEU is scored, and the report says so."""
+    from tfnmt.training import checkpoints
+    config, _ = experiment
+    cap = 40
+    flags = [f"--flagfile={config}", "--budget=converge", "--experiment=converge", "--seeds=1",
+             f"--runs_dir={tmp_path}", f"--train_steps={cap}", "--best_metric=bleu",
+             "--early_stopping_patience=1"]
+    with caplog.at_level("INFO"):
+        assert run_cli("experiment", *flags) == 0
+    root = tmp_path / "converge"
+    report = _report(root)
+    assert report["budget"]["kind"] == "converge" and report["budget"]["train_steps"] == cap
+    assert report["budget"]["early_stopping_patience"] == 1
+    assert [r["status"] for r in report["runs"]] == ["complete"] * 2
+    # Tiny models' validation BLEU stops rising almost at once: the runs stop before the cap.
+    assert "early stopping: validation bleu has not improved" in caplog.text
+    for entry in report["runs"]:
+        assert entry["step"] < cap
+        record = json.loads((root / entry["system"] / "seed1" / "run.json").read_text())
+        assert record["budget"] == "converge" and record["step"] == entry["step"]
+
+    # The checkpoint scored is best.json's first, wherever it is: rank an older one first and
+    # score again.
+    run = root / "small" / "seed1"
+    index = run / "best" / "best.json"
+    entries = json.loads(index.read_text())
+    older = min(entries, key=lambda e: e["step"])
+    assert older["step"] < report["runs"][0]["step"]
+    index.write_text(json.dumps([dict(older, bleu=100.0)]
+                                + [e for e in entries if e is not older]))
+    (run / "scores.json").unlink()
+    assert run_cli("experiment", *flags) == 0
+    scores = json.loads((run / "scores.json").read_text())
+    assert scores["checkpoint_step"] == older["step"] and scores["step"] == report["runs"][0]["step"]
+    assert checkpoints.list_checkpoints(str(run), "best")[0].endswith(f"ckpt-{older['step']}")
+    text = (root / "report.md").read_text()
+    assert "until validation BLEU converges" in text and "its best checkpoint by validation BLEU" in text
+    assert f"| small | 1 | {older['step']} of {report['runs'][0]['step']} |" in text
+
+    # A fixed-budget record does not count as finished under the converge rule.
+    assert run_cli("experiment", *flags, "--budget=steps", "--report_only") == 0
+    assert [r["status"] for r in _report(root)["runs"]] == ["partial"] * 2
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--budget=converge"], "set --best_metric=bleu and --early_stopping_patience=N"),
+    (["--budget=converge", "--best_metric=bleu"], "--early_stopping_patience=N"),
+    (["--budget=converge", "--best_metric=loss", "--early_stopping_patience=3"],
+     "--best_metric=bleu"),
+    (["--budget=converge", "--best_metric=bleu", "--early_stopping_patience=3",
+      "--average_checkpoints=2"], "scores each run's best checkpoint"),
+])
+def test_a_converge_budget_needs_its_rule_in_the_experiment_file(experiment, flags, message,
+                                                                 capsys):
+    config, _ = experiment
+    assert run_cli("experiment", f"--flagfile={config}", *flags, "--report_only") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tfnmt experiment: error: --budget=converge") and message in err
+
+
 def _without_directories(report):
     return dict(report, runs=[{k: v for k, v in r.items() if k != "directory"}
                               for r in report["runs"]])
@@ -377,8 +440,13 @@ def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
         FLAGS(["tfnmt", f"--flagfile={path}"])
         spec = experiment.spec_from_flags(read(ExperimentOptions))
         budget = spec["budget"]
-        if os.path.basename(os.path.dirname(path)) == "gpu":  # the papers' sizes and data
+        folder = os.path.basename(os.path.dirname(path))
+        if folder == "gpu":  # the papers' sizes and data
             assert spec["seeds"] == [1, 2, 3] and budget["train_steps"] >= 100_000
+        elif folder == "converged":  # configs/experiments/converge.flags
+            assert budget["kind"] == "converge" and budget["batch_tokens"] == 2048
+            assert budget["best_metric"] == "bleu" and budget["early_stopping_patience"] == 3
+            assert spec["seeds"] == [1] and spec["test_splits"] == ["test"]
         else:  # configs/experiments/cpu.flags
             assert budget["train_steps"] == 1500 and budget["batch_tokens"] == 2048
             assert spec["seeds"] == [1, 2] and spec["test_splits"] == ["test"]

@@ -35,6 +35,8 @@ from tfnmt.experiments.options import ExperimentOptions
 from tfnmt.training.options import TrainOptions
 
 BUDGET = ("train_steps", "batch_tokens", "batch_size", "accumulate_steps")
+# The stopping rule of --budget=converge, stated in its report.
+STOPPING = ("best_metric", "early_stopping_patience", "validate_every", "bleu_sentences")
 # Set per run, or by the experiment itself.
 _NOT_FORWARDED = {"model_dir", "seed", "evaluate_at_end"}
 
@@ -81,9 +83,13 @@ def system_decodings(systems, forwarded):
 def spec_from_flags(o):
     """The experiment's spec from its ExperimentOptions `o` and the budget, data, scoring and
     decoding options the flags give."""
-    train = read_fields(TrainOptions, (*BUDGET, "keep_checkpoints", "bleu_tokenize"))
+    train = read_fields(TrainOptions, (*BUDGET, *STOPPING, "keep_checkpoints", "bleu_tokenize"))
     data, scoring = read(DataOptions), read(ScoringOptions)
     check_budget(o, train, given(TrainOptions))
+    budget = {name: train[name] for name in BUDGET}
+    if o.budget == "converge":
+        # Only then: the reports of fixed budgets stay as they were written.
+        budget.update({"kind": "converge", **{name: train[name] for name in STOPPING}})
     edges = length_buckets.parse_edges(scoring.length_buckets) if scoring.length_buckets else None
     systems = options_lib.systems(o.systems)
     decodings = system_decodings(systems, forwarded_flags())
@@ -93,7 +99,7 @@ def spec_from_flags(o):
         "experiment": o.experiment,
         "systems": systems,
         "seeds": options_lib.seeds(o.seeds),
-        "budget": {name: train[name] for name in BUDGET},
+        "budget": budget,
         "test_splits": ([s.strip() for s in o.test_splits.split(",") if s.strip()]
                         or [sources.default_splits(common.data_spec(data))[2]]),
         "average_checkpoints": o.average_checkpoints,
@@ -123,6 +129,16 @@ def check_budget(o, train, set_by_user):
         raise ConfigError(f"an experiment's batches are either --batch_tokens or --batch_size, "
                           f"the other 0, not --batch_tokens={train['batch_tokens']} and "
                           f"--batch_size={train['batch_size']}")
+    if o.budget == "converge":
+        missing = [f"--{name}" for name in ("best_metric", "early_stopping_patience")
+                   if name not in set_by_user]
+        if missing or train["best_metric"] != "bleu" or not train["early_stopping_patience"]:
+            raise ConfigError("--budget=converge stops every system by one rule: set "
+                              "--best_metric=bleu and --early_stopping_patience=N (N > 0) in the "
+                              "experiment file; --train_steps is the cap")
+        if o.average_checkpoints:
+            raise ConfigError("--budget=converge scores each run's best checkpoint: "
+                              "--average_checkpoints is for the final ones of --budget=steps")
     if o.average_checkpoints > train["keep_checkpoints"]:
         raise ConfigError(f"--average_checkpoints={o.average_checkpoints}: the runs keep only "
                           f"their last --keep_checkpoints={train['keep_checkpoints']} "
@@ -138,10 +154,11 @@ def run():
     root = os.path.join(o.runs_dir, o.experiment)
     common.check_output_dir(root, "runs_dir")
     os.makedirs(root, exist_ok=True)
-    budget = spec["budget"]["train_steps"]
+    budget = spec["budget"]
     # Read now: each run's `train` parses the flags anew.
     forwarded = forwarded_flags()
-    scoring = dict(spec["scoring"], test_splits=spec["test_splits"])
+    scoring = dict(spec["scoring"], test_splits=spec["test_splits"],
+                   checkpoint="best" if budget.get("kind") == "converge" else "last")
     mine = runs_lib.share(runs_lib.plan(root, spec["systems"], spec["seeds"]), index, count)
     failed = []
     if not o.report_only:

@@ -109,6 +109,7 @@ VERBS = {
     "experiment": Verb(
         "train, score and compare systems over seeds at one budget (configs/experiments/)",
         [group("experiment"), "train_steps", "batch_tokens", "batch_size", "accumulate_steps",
+         "best_metric", "early_stopping_patience", "validate_every", "bleu_sentences",
          *DATA_SOURCE, "test_limit", "decode_batch_size", "length_buckets", "bleu_tokenize",
          group("decoding")]),
     "info": Verb(

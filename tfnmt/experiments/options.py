@@ -8,6 +8,8 @@ import re
 from tfnmt.errors import ConfigError
 from tfnmt.options import option
 
+BUDGETS = ("steps", "converge")
+
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentOptions:
@@ -20,6 +22,12 @@ class ExperimentOptions:
         '1,2', 'Seeds: every system trains once per seed (--seed), with the same data order for '
         'the same seed.')
     runs_dir: str = option('runs', 'Where experiments keep their runs and reports.')
+    budget: str = option(
+        'steps', 'steps: every run trains --train_steps steps and its final checkpoint is '
+        'scored. converge: every run stops early on validation BLEU (the experiment file sets '
+        '--best_metric=bleu and --early_stopping_patience, one rule for every system), '
+        '--train_steps is the cap, and each run\'s best checkpoint by validation BLEU is scored.',
+        choices=BUDGETS)
     test_splits: str = option(
         '', "Splits scored with the final checkpoints, comma-separated ('' = the data's test "
         "split).")

@@ -7,8 +7,8 @@ nothing. Significance against the baseline is sacreBLEU's own (`sacrebleu.signif
 bootstrap resampling and paired approximate randomization, per seed (a system's run against the
 baseline's run of the same seed) and across seeds (the outputs of the seeds both have, pooled:
 the test set once per seed). A run is complete when `train` finished it at the experiment's
-budget and its final checkpoint is scored; other runs are listed as partial (or not started) and
-left out of the means and the tests. With --average_checkpoints=N the averages of the runs' last N
+budget and its final checkpoint (with --budget=converge, its best) is scored; other runs are
+listed as partial (or not started) and left out of the means and the tests. With --average_checkpoints=N the averages of the runs' last N
 checkpoints (runs.py) are reported the same way, as systems of their own: averaged_results, with
 their p-values against the baseline's averaged models; a complete run whose average is not scored
 yet is left out of those.
@@ -89,7 +89,7 @@ def curves(scalars):
     return points, total
 
 
-def collect(run, budget_steps, splits, average=0):
+def collect(run, budget, splits, average=0):
     """What exists of one run (and, average > 0, of the average of its last `average`
     checkpoints)."""
     entry = {"system": run.system, "seed": run.seed, "directory": run.directory, "step": 0,
@@ -100,11 +100,13 @@ def collect(run, budget_steps, splits, average=0):
     entry["validation"], totals = curves(read_scalars(run.directory))
     entry.update(totals)
     scores = runs_lib.read_json(os.path.join(run.directory, runs_lib.SCORES_FILE))
-    complete = runs_lib.trained(run, budget_steps) and runs_lib.scored(run, splits)
+    complete = runs_lib.trained(run, budget) and runs_lib.scored(run, splits)
     entry["status"] = "complete" if complete else "partial"
     if complete:
         entry["parameters"] = scores["parameters"]
         entry["tests"] = scores["tests"]
+        if budget.get("kind") == "converge":
+            entry["checkpoint_step"] = scores["checkpoint_step"]
         if average and runs_lib.averaged_scored(run, average, splits):
             averaged = runs_lib.read_json(os.path.join(runs_lib.averaged(run, average).directory,
                                                        runs_lib.SCORES_FILE))
@@ -201,10 +203,9 @@ def _results(root, spec, by_run, target_lang):
 def build(root, spec):
     """report.json's content. spec: experiment, systems [(name, flagfile)], seeds, budget
     {train_steps, ...}, test_splits, decoding, target_lang, tokenize, average_checkpoints."""
-    budget_steps = spec["budget"]["train_steps"]
     average = spec.get("average_checkpoints", 0)
     runs = runs_lib.plan(root, spec["systems"], spec["seeds"])
-    entries = [collect(run, budget_steps, spec["test_splits"], average) for run in runs]
+    entries = [collect(run, spec["budget"], spec["test_splits"], average) for run in runs]
     by_run = {(e["system"], e["seed"]): (run, e) for run, e in zip(runs, entries)}
     baseline = spec["systems"][0][0]
     target_lang = _target_lang(runs, spec["target_lang"])
@@ -256,6 +257,14 @@ def _budget_text(budget):
             else f"{budget.get('batch_size')} sentences")
     accumulate = budget.get("accumulate_steps", 1)
     per_step = f"{accumulate} batches of {size}" if accumulate > 1 else f"batches of {size}"
+    if budget.get("kind") == "converge":
+        sentences = budget["bleu_sentences"]
+        return (f"until validation BLEU converges: {per_step}, validated every "
+                f"{budget['validate_every']:,} steps on BLEU of {sentences:,} validation "
+                f"sentences; a run stops after {budget['early_stopping_patience']} validations "
+                f"in a row without a new best, or at {budget['train_steps']:,} steps; its best "
+                "checkpoint by validation BLEU is scored (one rule for every system; Step: the "
+                "checkpoint scored, and where the run stopped)")
     return f"{budget['train_steps']:,} steps, {per_step} (equal for every system)"
 
 
@@ -265,7 +274,10 @@ def _seed_scores(entry, averaged, split):
         scores = entry.get("averaged", {})
         return (scores.get("tests", {}).get(split),
                 ", ".join(f"{step:,}" for step in scores.get("steps", ())))
-    return entry.get("tests", {}).get(split), f"{entry['step']:,}"
+    step = f"{entry['step']:,}"
+    if "checkpoint_step" in entry:
+        step = f"{entry['checkpoint_step']:,} of {step}"
+    return entry.get("tests", {}).get(split), step
 
 
 def markdown(report, plot_files):

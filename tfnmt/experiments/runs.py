@@ -88,14 +88,16 @@ def step(directory):
     return 0
 
 
-def trained(run, budget_steps):
-    """Whether `train` finished this run at this budget (its step budget, or early stopping)."""
+def trained(run, budget):
+    """Whether `train` finished this run at this budget (the experiment's spec["budget"]: its
+    step budget, or its cap when the run stopped early)."""
     record = read_json(os.path.join(run.directory, RUN_FILE))
-    return bool(record) and record["budget_steps"] == budget_steps \
-        and record["step"] == step(run.directory)
+    return (bool(record) and record["budget_steps"] == budget["train_steps"]
+            and record.get("budget", "steps") == budget.get("kind", "steps")
+            and record["step"] == step(run.directory))
 
 
-def train(run, forwarded, budget_steps, command):
+def train(run, forwarded, budget, command):
     """Trains (or resumes) one run through `tfnmt train`: the system's flagfile, then the
     experiment's own flags (the budget, data, decoding: equal for every system), then its seed
     and directory. command: the CLI's entry point (argv -> exit status)."""
@@ -114,9 +116,11 @@ def train(run, forwarded, budget_steps, command):
     if status != 0:
         raise UserError("training did not finish (the line above says why)")
     os.makedirs(run.directory, exist_ok=True)
-    write_json(os.path.join(run.directory, RUN_FILE),
-               {"system": run.system, "seed": run.seed, "flagfile": run.flagfile,
-                "budget_steps": budget_steps, "step": latest_step(run.directory)})
+    record = {"system": run.system, "seed": run.seed, "flagfile": run.flagfile,
+              "budget_steps": budget["train_steps"], "step": latest_step(run.directory)}
+    if budget.get("kind") == "converge":
+        record["budget"] = "converge"
+    write_json(os.path.join(run.directory, RUN_FILE), record)
 
 
 def scored(run, splits):
@@ -221,9 +225,11 @@ def restore_test_data(root, runs, settings):
 
 
 def score(run, root, settings, record=None):
-    """Scores the newest checkpoint of a run on each test split; writes scores.json (with
-    `record`'s items) and the translations. settings: test_splits, test_limit, decode_options,
-    decode_batch_size, length_edges, tokenize, manual_dir, tfds_data_dir."""
+    """Scores a run's checkpoint on each test split (settings["checkpoint"]: "last", the newest,
+    or "best" by validation BLEU); writes scores.json (with `record`'s items; "step" is the
+    run's newest, "checkpoint_step" the one scored) and the translations. settings:
+    test_splits, test_limit, decode_options, decode_batch_size, length_edges, tokenize,
+    manual_dir, tfds_data_dir, checkpoint."""
     import keras
     from tfnmt import model_dir as model_dir_lib
     from tfnmt.decoding.options import DecodingOptions
@@ -233,13 +239,14 @@ def score(run, root, settings, record=None):
 
     keras.mixed_precision.set_global_policy("float32")
     config, model, source_vocab, target_vocab = model_dir_lib.load(run.directory)
-    path = checkpoints.restore(model, run.directory)
+    path = checkpoints.restore(model, run.directory, settings.get("checkpoint", "last"))
     translator = Translator(model, source_vocab, target_vocab,
                             options=DecodingOptions.from_record(settings["decode_options"]))
     spec = _data_spec(config, settings)
     splits = settings["test_splits"]
     scoring = {"target_lang": spec.target_lang, "tokenize": settings["tokenize"]}
     result = {"step": latest_step(run.directory), "checkpoint": os.path.basename(path),
+              "checkpoint_step": int(path.rsplit("-", 1)[1]),
               "parameters": int(model.count_params()), "tests": {}, **(record or {})}
     for split in splits:
         source_lines, references = _test_data(root, spec, split, settings["test_limit"])
