@@ -11,7 +11,8 @@ import importlib
 import os
 import sys
 
-USAGE_TAIL = "\n`tfnmt VERB --help` lists the flags that VERB reads."
+USAGE_TAIL = ("\n`tfnmt VERB --help` lists the flags that VERB reads; `tfnmt --version` prints "
+              "tfnmt's version.")
 
 
 def _usage():
@@ -51,6 +52,10 @@ def _main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help", "help"):
         print(_usage())
         return 0 if len(argv) >= 2 else 2
+    if argv[1] in ("--version", "-V"):
+        from tfnmt import __version__
+        print(f"tfnmt {__version__}")
+        return 0
     verb = argv[1]
     if verb not in VERBS:
         return _fail(verb, f"unknown command; choose one of {', '.join(VERBS)}")

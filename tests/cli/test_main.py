@@ -1,0 +1,24 @@
+"""The `tfnmt` command itself, before any verb runs: its version, its verb table, a mistyped verb.
+None of this loads TensorFlow, and these tests check that it stays so."""
+
+import subprocess
+import sys
+
+from conftest import run_cli
+
+
+def test_version_prints_the_package_version(capsys):
+    import tfnmt
+    for flag in ("--version", "-V"):
+        assert run_cli(flag) == 0
+        captured = capsys.readouterr()
+        assert captured.out == f"tfnmt {tfnmt.__version__}\n" and captured.err == ""
+
+
+def test_the_command_itself_loads_no_tensorflow():
+    code = ("import sys; from tfnmt.cli.main import main\n"
+            "for args in (['--version'], ['--help']): main(['tfnmt', *args])\n"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
