@@ -15,9 +15,19 @@ def test_version_prints_the_package_version(capsys):
         assert captured.out == f"tfnmt {tfnmt.__version__}\n" and captured.err == ""
 
 
+def test_a_mistyped_verb_gets_a_suggestion(capsys):
+    assert run_cli("trian") == 2
+    assert capsys.readouterr().err == (
+        "tfnmt trian: error: unknown command 'trian'; did you mean 'train'?\n")
+    assert run_cli("frobnicate") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tfnmt frobnicate: error: unknown command 'frobnicate'; choose one of "
+                          "vocab, train, ") and err.count("\n") == 1
+
+
 def test_the_command_itself_loads_no_tensorflow():
     code = ("import sys; from tfnmt.cli.main import main\n"
-            "for args in (['--version'], ['--help']): main(['tfnmt', *args])\n"
+            "for args in (['--version'], ['--help'], ['trian']): main(['tfnmt', *args])\n"
             "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60)

@@ -26,6 +26,15 @@ def _fail(verb, message):
     return 2
 
 
+def _unknown_verb(verb, verbs):
+    # absl's own suggestions for a mistyped flag, so that verbs and flags are matched alike.
+    from absl.flags._helpers import get_flag_suggestions
+    close = get_flag_suggestions(verb, list(verbs))
+    if close:
+        return f"unknown command {verb!r}; did you mean {' or '.join(map(repr, close))}?"
+    return f"unknown command {verb!r}; choose one of {', '.join(verbs)}"
+
+
 def _flag_error(error):
     """absl's message as one line: 'flag --x=1: ...' -> '--x=1: ...'; its 'ERROR:: Unable to
     open flagfile: [Errno 2] ...' -> 'cannot open flagfile: ...'."""
@@ -58,7 +67,7 @@ def _main(argv):
         return 0
     verb = argv[1]
     if verb not in VERBS:
-        return _fail(verb, f"unknown command; choose one of {', '.join(VERBS)}")
+        return _fail(verb, _unknown_verb(verb, VERBS))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from absl import flags
     from tfnmt.cli import console, verbs
