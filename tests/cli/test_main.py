@@ -25,6 +25,17 @@ def test_a_mistyped_verb_gets_a_suggestion(capsys):
                           "vocab, train, ") and err.count("\n") == 1
 
 
+def test_the_verb_table_separates_every_name_from_its_summary(capsys):
+    from tfnmt.cli.verbs import VERBS
+    assert run_cli("--help") == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = lines[lines.index("verbs:") + 1:lines.index("verbs:") + 1 + len(VERBS)]
+    width = max(map(len, VERBS)) + 4
+    for line, (verb, spec) in zip(table, VERBS.items()):
+        assert line == f"  {verb.ljust(width - 2)}{spec.summary}"
+        assert line[:width].split() == [verb]
+
+
 def test_the_command_itself_loads_no_tensorflow():
     code = ("import sys; from tfnmt.cli.main import main\n"
             "for args in (['--version'], ['--help'], ['trian']): main(['tfnmt', *args])\n"

@@ -17,8 +17,11 @@ USAGE_TAIL = ("\n`tfnmt VERB --help` lists the flags that VERB reads; `tfnmt --v
 
 def _usage():
     from tfnmt.cli.verbs import VERBS
+    # The name column fits the longest name and two spaces, whatever names are added.
+    width = max(map(len, VERBS)) + 2
     return ("usage: tfnmt VERB [--flags] [--flagfile=FILE]\n\nverbs:\n"
-            + "".join(f"  {verb:<10}{spec.summary}\n" for verb, spec in VERBS.items()) + USAGE_TAIL)
+            + "".join(f"  {verb:<{width}}{spec.summary}\n" for verb, spec in VERBS.items())
+            + USAGE_TAIL)
 
 
 def _fail(verb, message):
