@@ -205,3 +205,21 @@ def test_tfnmt_help_lists_the_verbs_one_line_each(capsys):
     for verb, spec in VERBS.items():
         assert [line.split(None, 1) for line in lines if line.startswith(f"  {verb} ")] == [
             [verb, spec.summary]]
+
+
+def test_serve_turns_the_demo_page_off_with_a_positive_flags_negation(capsys):
+    # The flag was `no_demo`, listed as `--[no]no_demo` and negated as `--nono_demo`.
+    from tfnmt.cli.flags import FLAGS, read
+    from tfnmt.serving.options import ServeOptions
+    assert run_cli("serve", "--help") == 0
+    text = capsys.readouterr().out
+    assert "--[no]demo " in text and "no_demo" not in text
+    FLAGS.unparse_flags()
+    try:
+        FLAGS(["tfnmt", "--nodemo"])
+        assert read(ServeOptions).demo is False
+        FLAGS.unparse_flags()
+        FLAGS(["tfnmt"])
+        assert read(ServeOptions).demo is True
+    finally:
+        FLAGS.unparse_flags()
