@@ -43,3 +43,14 @@ def test_the_command_itself_loads_no_tensorflow():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly():
+    # As `tfnmt --help | head -0`: the output is buffered, so the write fails at exit. Like a
+    # unix tool killed by SIGPIPE: status 141 (128 + 13), and nothing on stderr.
+    process = subprocess.Popen([sys.executable, "-m", "tfnmt", "--help"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()
+    assert process.wait(timeout=60) == 141
+    assert process.stderr.read() == b""
+    process.stderr.close()

@@ -4,12 +4,15 @@ Problems the user can fix (bad flags, out-of-range values, flags the verb does n
 files, unknown models, unreadable checkpoints) end the command with one line on stderr and exit
 status 2; there is no traceback. Flags are checked before any model or data is loaded. Ctrl-C
 ends any command with `tfnmt VERB: interrupted`, exit status 130 (128 + SIGINT), from the first
-import on.
+import on. A reader of stdout that goes away (`tfnmt translate ... | head -2`) ends the command
+as SIGPIPE ends other unix tools: exit status 141 (128 + SIGPIPE), with no message.
 """
 
 import importlib
 import os
 import sys
+
+BROKEN_PIPE = 141  # 128 + SIGPIPE, the status a shell reports for `cat big | head -1`'s cat
 
 USAGE_TAIL = ("\n`tfnmt VERB --help` lists the flags that VERB reads; `tfnmt --version` prints "
               "tfnmt's version.")
@@ -56,6 +59,10 @@ def main(argv=None):
         # Also while TensorFlow and the model load, the first seconds of every command.
         print(f"tfnmt {argv[1] if len(argv) > 1 else ''}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Python ignores SIGPIPE, so a write to a closed pipe raises instead of ending the
+        # process; nothing is wrong and there is nobody left to tell.
+        return BROKEN_PIPE
 
 
 def _main(argv):
@@ -111,7 +118,15 @@ def run():
     if _verbosity_on_command_line(sys.argv[2:]) < 1:
         from tfnmt.cli import console
         console.filter_native_logs()
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()  # what is still buffered, while a failure can still be caught
+    except BrokenPipeError:
+        code = BROKEN_PIPE
+    if code == BROKEN_PIPE:
+        # The interpreter flushes stdout again on exit and would print the error it meets.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(code)
 
 
 def _verbosity_on_command_line(args):

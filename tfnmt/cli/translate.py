@@ -57,6 +57,8 @@ class _Output:
     def put(self, index, text):
         try:
             self.writer.put(index, text)
+        except BrokenPipeError:
+            raise  # the reader has gone (`| head`): cli/main.py ends quietly
         except OSError as e:
             raise cannot_write(self.name, e, "free some space or choose another --output") from None
 
