@@ -266,12 +266,24 @@ def test_tensorflows_native_start_up_lines_are_dropped_and_errors_kept():
         b"W1123 13:44:30.501269 1400977 file_utils.py:394] Variant folder has no dataset_info.json\n",
         b"2024-11-01 10:50:26.662986: I tensorflow/core/platform/cpu_feature_guard.cc:210] This\n",
         b"To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild.\n",
+        # LiteRT's own logger, when a TFLite translate creates its interpreter.
+        b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n",
+        b"VERBOSE: Replacing 12 out of 40 node(s) with delegate (TfLiteXNNPackDelegate)\n",
     ]
     assert [native_line(line) for line in noise] == [b""] * len(noise)
     kept = [b"E0000 00:00:1795441472.263300    4384 kernel.cc:52] OOM when allocating tensor\n",
             b"F0000 00:00:1795441472.263300    4384 check.cc:52] Check failed: x\n",
-            b"tfnmt translate: error: cannot restore /m/ckpt-80\n", b"\r 40%|####  | 2/5\n"]
+            b"tfnmt translate: error: cannot restore /m/ckpt-80\n", b"\r 40%|####  | 2/5\n",
+            b"ERROR: Didn't find op for builtin opcode 'GATHER' version '7'\n",
+            b"INFO was the level: a line of the user's\n"]
     assert [native_line(line) for line in kept] == kept
+    # LiteRT writes its severity and its message in two writes.
+    from tfnmt.cli.console import NativeFilter
+    native = NativeFilter()
+    assert native.feed(b"INFO: ") == b"" and native.feed(b"Created TensorFlow Lite XNNPACK "
+                                                          b"delegate for CPU.\n") == b""
+    assert native.feed(b"ERROR: ") + native.feed(b"Op not found\n") == b"ERROR: Op not found\n"
+    assert native.feed(b"\r 40%|####  | 2/5") == b"\r 40%|####  | 2/5"
     # A record written after a progress bar's partial line: the bar stays, to be redrawn.
     assert native_line(b"\r 0%|  | 0/5E0000 00:00:1.5  7 util.cc:131] oneDNN supports DT_INT64\n") \
         == b"\r 0%|  | 0/5"
