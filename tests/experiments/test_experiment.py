@@ -313,7 +313,7 @@ def test_an_average_of_an_older_step_is_replaced_and_a_current_one_kept(tmp_path
     ("--shard=3/2", "--shard='3/2': give I/N"),
     ("--average_checkpoints=-1", "--average_checkpoints=-1"),
     ("--average_checkpoints=6", "--keep_checkpoints=5"),
-    ("--systems=a=nowhere.cfg,b=nowhere.cfg", "flagfile nowhere.cfg does not exist"),
+    ("--systems=a=nowhere.cfg,b=nowhere.cfg", "flagfile nowhere.cfg is not in the current directory"),
     ("--seeds=1,x", "--seeds='1,x'"),
 ])
 def test_bad_experiment_flags_are_one_line(experiment, flag, message, capsys):

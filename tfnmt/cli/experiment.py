@@ -21,7 +21,7 @@ from absl import logging
 from tfnmt import options as tfnmt_options
 from tfnmt.cli import common, main
 from tfnmt.cli.average import average_checkpoints
-from tfnmt.cli.flags import FLAGS, given, read, read_fields
+from tfnmt.cli.flags import FLAGFILES_READ, FLAGS, given, read, read_fields
 from tfnmt.cli.options import TranslationOptions
 from tfnmt.data import sources
 from tfnmt.data.options import DataOptions
@@ -85,7 +85,8 @@ def spec_from_flags(o):
     data, scoring = read(DataOptions), read(ScoringOptions)
     check_budget(o, train, given(TrainOptions))
     edges = length_buckets.parse_edges(scoring.length_buckets) if scoring.length_buckets else None
-    systems = options_lib.systems(o.systems)
+    systems = options_lib.systems(
+        o.systems, list(dict.fromkeys(os.path.dirname(os.path.abspath(f)) for f in FLAGFILES_READ)))
     decodings = system_decodings(systems, forwarded_flags())
     decoding = decodings[systems[0][0]]
     decode_batch_size = read(TranslationOptions).decode_batch_size

@@ -47,6 +47,8 @@ def _flag_error(error):
     from absl import flags
     text = str(error).splitlines()[0]
     if isinstance(error, flags.CantOpenFlagFileError):
+        if "Unable to open flagfile:" not in text:  # a nested one (cli/flags.py), said in full
+            return "cannot open flagfile " + text
         return "cannot open flagfile: " + text.split("Unable to open flagfile:", 1)[-1].strip()
     return text[len("flag "):] if text.startswith("flag --") else text
 
@@ -81,6 +83,7 @@ def _main(argv):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from absl import flags
     from tfnmt.cli import console, verbs
+    from tfnmt.cli import flags as flag_defs
     from tfnmt.cli.flags import FLAGS
     from tfnmt.errors import UserError
 
@@ -90,6 +93,7 @@ def _main(argv):
         return 0
     # Start from the defaults, so that in-process calls (tests, notebooks) never inherit flags.
     FLAGS.unparse_flags()
+    flag_defs.FLAGFILES_READ.clear()
     try:
         positional = FLAGS([argv[0]] + rest)[1:]
     except flags.Error as e:
