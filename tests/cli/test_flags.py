@@ -223,3 +223,34 @@ def test_serve_turns_the_demo_page_off_with_a_positive_flags_negation(capsys):
         assert read(ServeOptions).demo is True
     finally:
         FLAGS.unparse_flags()
+
+
+def _model_flags(text):
+    """{name: its help and bracketed facts} of the hyper-parameter flags a help lists."""
+    from tfnmt.models import catalog
+    words = " ".join(text.split())
+    shown = {}
+    for name in catalog.hparam_names():
+        for flag in (f" --{name} ", f" --[no]{name} "):
+            if flag in words:
+                shown[name] = words.split(flag, 1)[1].split("]", 1)[0] + "]"
+    return shown
+
+
+def test_train_help_with_a_model_lists_that_models_flags_only(capsys):
+    # It listed every model's 48 hyper-parameters whatever --model said.
+    from tfnmt.models import catalog
+    assert run_cli("train", "--help") == 0
+    every = _model_flags(capsys.readouterr().out)
+    assert set(every) == set(catalog.hparam_names())
+    assert "transformer 512" in every["d_model"]
+    assert run_cli("train", "--model=transformer", "--help") == 0
+    text = capsys.readouterr().out
+    assert "--beam_size" in text and "--train_steps" in text and "--model " in text
+    shown = _model_flags(text)
+    assert set(shown) == set(catalog.get("transformer").HPARAMS)
+    assert shown["d_model"].endswith("[default 512; an integer >= 1]")
+    # A hybrid's are those of the parts its flags choose.
+    assert run_cli("train", "--model=hybrid", "--decoder_type=luong", "--help") == 0
+    shown = _model_flags(capsys.readouterr().out)
+    assert "lstm_units" in shown and "growth_rate" not in shown

@@ -88,8 +88,16 @@ def _main(argv):
     from tfnmt.errors import UserError
 
     rest = argv[2:]
-    if "--help" in rest or "-h" in rest or "--helpfull" in rest:
+    help_flags = ("--help", "-h", "--helpfull")
+    if any(arg in help_flags for arg in rest):
+        # The other flags, when they parse, narrow the help (`train --model=X --help`).
+        FLAGS.unparse_flags()
+        try:
+            FLAGS([argv[0]] + [arg for arg in rest if arg not in help_flags])
+        except flags.Error:
+            FLAGS.unparse_flags()
         print(verbs.help_text(verb, FLAGS))
+        FLAGS.unparse_flags()
         return 0
     # Start from the defaults, so that in-process calls (tests, notebooks) never inherit flags.
     FLAGS.unparse_flags()
