@@ -240,7 +240,32 @@ def test_evaluate_shows_progress_on_a_terminal(trained_model, terminal, monkeypa
     from tfnmt.cli import console
     monkeypatch.setattr(console, "_stderr_is_terminal", terminal)
     assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=10") == 0
+    # Elsewhere a job shorter than progress.EVERY prints no progress line.
     assert ("10/10" in capsys.readouterr().err) == terminal
+
+
+def test_progress_lines_where_stderr_is_not_a_terminal(trained_model, corpus, tmp_path,
+                                                       monkeypatch, caplog):
+    # A log file got nothing from a whole translation. With a line due at every update (EVERY
+    # 0), each batch reports; the timing itself is tests/test_progress.py's.
+    from tfnmt import progress
+    from tfnmt.cli import console
+    monkeypatch.setattr(console, "_stderr_is_terminal", False)
+    monkeypatch.setattr(progress, "EVERY", 0)
+    caplog.set_level("INFO")
+    source = tmp_path / "in.txt"
+    source.write_text("the dog\nthe red cat\na bird\n")
+    assert run_cli("translate", f"--model_dir={trained_model}", f"--input={source}",
+                   f"--output={tmp_path / 'out.txt'}", "--decode_batch_size=2") == 0
+    assert "translate: 2/3 sent (66%)  " in caplog.text and " left\n" in caplog.text
+    assert "translate: 3/3 sent (100%)  in " in caplog.text
+    assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=10",
+                   "--decode_batch_size=5") == 0
+    assert "evaluate: 5/10 sent (50%)  " in caplog.text
+    assert run_cli("vocab", f"--model_dir={tmp_path / 'm'}", f"--data=text:{corpus}",
+                   "--vocab_size=40", "--vocab_type=word") == 0
+    assert "joint vocabulary: reading: 1 sent  " in caplog.text
+    assert "joint vocabulary: training SentencePiece: 1200 sent  in " in caplog.text
 
 
 def test_the_vocabulary_step_shows_progress_on_a_terminal(corpus, tmp_path, monkeypatch, capsys):

@@ -15,7 +15,8 @@ Three sources of noise are kept out by default:
   lines it was sent).
 * Other libraries' Python INFO logs (TFDS prints several lines per dataset it opens), and
   TensorFlow's warnings about every value a failed checkpoint read left unrestored.
-* Progress bars in files: a bar is drawn only when stderr is a terminal.
+* Progress bars in files: a bar is drawn only when stderr is a terminal; elsewhere a line every
+  tfnmt/progress.py EVERY seconds says how far the work is.
 """
 
 import atexit
@@ -204,10 +205,11 @@ def setup_logging(flag_values):
     return verbosity
 
 
-def progress_bar(total=None, unit="sent", desc=None):
-    """A tqdm bar on stderr, or None where stderr is not a terminal (a log file would collect
-    every redraw)."""
+def progress_bar(total=None, unit="sent", desc=None, initial=0):
+    """A tqdm bar on stderr where it is a terminal; elsewhere a log file would collect every
+    redraw, so progress lines at a steady cadence (tfnmt/progress.py). Close it when done."""
     if not stderr_is_terminal():
-        return None
+        from tfnmt.progress import ProgressLines
+        return ProgressLines(total=total, unit=unit, desc=desc or "", initial=initial)
     from tqdm import tqdm
-    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr)
+    return tqdm(total=total, unit=unit, desc=desc, initial=initial, file=sys.stderr)

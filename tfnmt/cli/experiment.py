@@ -19,6 +19,7 @@ import os
 from absl import logging
 
 from tfnmt import options as tfnmt_options
+from tfnmt import progress
 from tfnmt.cli import common, main
 from tfnmt.cli.average import average_checkpoints
 from tfnmt.cli.flags import FLAGFILES_READ, FLAGS, given, read, read_fields
@@ -131,6 +132,17 @@ def check_budget(o, train, set_by_user):
                           "experiment file")
 
 
+def _time_left(timed, rest, budget):
+    """'; about 1h20m left (...)': the runs of `rest` still to train, at the mean time of those
+    this command trained (a resumed run takes less: the estimate errs long)."""
+    if not timed:
+        return ""
+    left = sum(not runs_lib.trained(run, budget) for run in rest)
+    each = sum(timed) / len(timed)
+    return (f"; about {progress.duration(each * left)} left ({left} run{'s' * (left != 1)} to "
+            f"train, {progress.duration(each)} each so far)")
+
+
 def run():
     o = read(ExperimentOptions)
     spec = spec_from_flags(o)
@@ -145,16 +157,20 @@ def run():
     scoring = dict(spec["scoring"], test_splits=spec["test_splits"])
     mine = runs_lib.share(runs_lib.plan(root, spec["systems"], spec["seeds"]), index, count)
     failed = []
+    timed = []  # seconds of each run trained by this command, scoring included
     if not o.report_only:
         for position, run in enumerate(mine, start=1):
+            start = progress.now()
             # A run that fails (bad settings, a diverged loss) must not stop an experiment left
             # to run for days: the others go on, and the command ends with an error.
             try:
                 if runs_lib.trained(run, budget):
                     logging.info("experiment: %s is trained (%d of %d): skipped", run.name,
                                  position, len(mine))
+                    start = None
                 else:
-                    logging.info("experiment: run %d of %d: %s", position, len(mine), run.name)
+                    logging.info("experiment: run %d of %d: %s%s", position, len(mine),
+                                 run.name, _time_left(timed, mine[position - 1:], budget))
                     runs_lib.train(run, forwarded, budget, main.main)
                 own = dict(scoring, decode_options=spec["decodings"][run.system])
                 if not runs_lib.scored(run, spec["test_splits"]):
@@ -167,6 +183,9 @@ def run():
                 logging.error("experiment: %s failed: %s; going on with the other runs",
                               run.name, e)
                 failed.append(run.name)
+                start = None  # a failed run's time says nothing of a run's
+            if start is not None:
+                timed.append(progress.now() - start)
     runs_lib.restore_test_data(root, runs_lib.plan(root, spec["systems"], spec["seeds"]), scoring)
     report = report_lib.write(root, spec)
     done = sum(entry["status"] == "complete" for entry in report["runs"])
