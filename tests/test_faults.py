@@ -128,6 +128,30 @@ def test_a_full_disk_while_translating_is_one_line(tmp_path, monkeypatch, capsys
                               "device; free some space or choose another --output")
 
 
+class _ClosedPipe:
+    """stdout after its reader (`| head -2`) has gone: every write fails with EPIPE."""
+
+    def write(self, text):
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    def flush(self):
+        pass
+
+
+def test_a_closed_stdout_ends_translate_quietly_while_a_full_disk_is_an_error(
+        tmp_path, monkeypatch, capsys):
+    # `translate | head -2` ended with "error: cannot write stdout: Broken pipe; free some space".
+    from tfnmt.cli import common
+    (tmp_path / "in.txt").write_text("a\nb\n")
+    monkeypatch.setattr(common, "open_translator", lambda source: (None, _FailingTranslator(0, None)))
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert run_cli("translate", "--saved_model=unused", f"--input={tmp_path / 'in.txt'}") == 141
+    assert capsys.readouterr().err == ""
+    assert run_cli("translate", "--saved_model=unused", f"--input={tmp_path / 'in.txt'}",
+                   "--output=/dev/full") == 2
+    assert "no space left on device" in _error(capsys)
+
+
 def test_ctrl_c_during_translate_leaves_a_prefix_of_complete_lines(trained_model, tmp_path):
     sentences = [source for source, _ in synthetic_pairs(3000, seed=7)]
     source, out = tmp_path / "in.txt", tmp_path / "out.txt"

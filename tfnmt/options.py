@@ -12,6 +12,7 @@ declarations, so a library caller gets the error a flag would give.
 """
 
 import dataclasses
+import os
 
 from tfnmt.errors import ConfigError
 from tfnmt.ranges import Range
@@ -67,3 +68,29 @@ def from_values(cls, values):
     """An instance of `cls` from a mapping holding at least its field names (e.g. absl FLAGS
     via `{name: FLAGS[name].value}`), checked."""
     return check(cls(**{field.name: values[field.name] for field in dataclasses.fields(cls)}))
+
+
+def find_relative(path, start_dirs):
+    """Where a path a file names is: as given when absolute or found from the current directory,
+    else from the first of `start_dirs` (that file's directory), or a directory above it, that
+    holds it; None where none does. The repository's flagfiles name each other from its root
+    (`configs/...`), so they are found wherever the command runs from."""
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    for start in start_dirs:
+        directory = os.path.abspath(start)
+        while True:
+            candidate = os.path.join(directory, path)
+            if os.path.exists(candidate):
+                return candidate
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                break
+            directory = parent
+    return None
+
+
+def not_found_from(path, start_dirs):
+    """Where `find_relative(path, start_dirs)` looked, for the error that it found nothing."""
+    return (f"not in the current directory ({os.getcwd()}) nor in "
+            + " or ".join(os.path.abspath(d) for d in start_dirs) + " or any directory above it")

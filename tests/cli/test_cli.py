@@ -240,7 +240,32 @@ def test_evaluate_shows_progress_on_a_terminal(trained_model, terminal, monkeypa
     from tfnmt.cli import console
     monkeypatch.setattr(console, "_stderr_is_terminal", terminal)
     assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=10") == 0
+    # Elsewhere a job shorter than progress.EVERY prints no progress line.
     assert ("10/10" in capsys.readouterr().err) == terminal
+
+
+def test_progress_lines_where_stderr_is_not_a_terminal(trained_model, corpus, tmp_path,
+                                                       monkeypatch, caplog):
+    # A log file got nothing from a whole translation. With a line due at every update (EVERY
+    # 0), each batch reports; the timing itself is tests/test_progress.py's.
+    from tfnmt import progress
+    from tfnmt.cli import console
+    monkeypatch.setattr(console, "_stderr_is_terminal", False)
+    monkeypatch.setattr(progress, "EVERY", 0)
+    caplog.set_level("INFO")
+    source = tmp_path / "in.txt"
+    source.write_text("the dog\nthe red cat\na bird\n")
+    assert run_cli("translate", f"--model_dir={trained_model}", f"--input={source}",
+                   f"--output={tmp_path / 'out.txt'}", "--decode_batch_size=2") == 0
+    assert "translate: 2/3 sent (66%)  " in caplog.text and " left\n" in caplog.text
+    assert "translate: 3/3 sent (100%)  in " in caplog.text
+    assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=10",
+                   "--decode_batch_size=5") == 0
+    assert "evaluate: 5/10 sent (50%)  " in caplog.text
+    assert run_cli("vocab", f"--model_dir={tmp_path / 'm'}", f"--data=text:{corpus}",
+                   "--vocab_size=40", "--vocab_type=word") == 0
+    assert "joint vocabulary: reading: 1 sent  " in caplog.text
+    assert "joint vocabulary: training SentencePiece: 1200 sent  in " in caplog.text
 
 
 def test_the_vocabulary_step_shows_progress_on_a_terminal(corpus, tmp_path, monkeypatch, capsys):
@@ -266,12 +291,24 @@ def test_tensorflows_native_start_up_lines_are_dropped_and_errors_kept():
         b"W1123 13:44:30.501269 1400977 file_utils.py:394] Variant folder has no dataset_info.json\n",
         b"2024-11-01 10:50:26.662986: I tensorflow/core/platform/cpu_feature_guard.cc:210] This\n",
         b"To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild.\n",
+        # LiteRT's own logger, when a TFLite translate creates its interpreter.
+        b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n",
+        b"VERBOSE: Replacing 12 out of 40 node(s) with delegate (TfLiteXNNPackDelegate)\n",
     ]
     assert [native_line(line) for line in noise] == [b""] * len(noise)
     kept = [b"E0000 00:00:1795441472.263300    4384 kernel.cc:52] OOM when allocating tensor\n",
             b"F0000 00:00:1795441472.263300    4384 check.cc:52] Check failed: x\n",
-            b"tfnmt translate: error: cannot restore /m/ckpt-80\n", b"\r 40%|####  | 2/5\n"]
+            b"tfnmt translate: error: cannot restore /m/ckpt-80\n", b"\r 40%|####  | 2/5\n",
+            b"ERROR: Didn't find op for builtin opcode 'GATHER' version '7'\n",
+            b"INFO was the level: a line of the user's\n"]
     assert [native_line(line) for line in kept] == kept
+    # LiteRT writes its severity and its message in two writes.
+    from tfnmt.cli.console import NativeFilter
+    native = NativeFilter()
+    assert native.feed(b"INFO: ") == b"" and native.feed(b"Created TensorFlow Lite XNNPACK "
+                                                          b"delegate for CPU.\n") == b""
+    assert native.feed(b"ERROR: ") + native.feed(b"Op not found\n") == b"ERROR: Op not found\n"
+    assert native.feed(b"\r 40%|####  | 2/5") == b"\r 40%|####  | 2/5"
     # A record written after a progress bar's partial line: the bar stays, to be redrawn.
     assert native_line(b"\r 0%|  | 0/5E0000 00:00:1.5  7 util.cc:131] oneDNN supports DT_INT64\n") \
         == b"\r 0%|  | 0/5"

@@ -79,6 +79,18 @@ def test_an_interrupted_run_continues_after_its_last_whole_chunk(trained_model, 
     assert not any(n.endswith((".partial", ".partial.json")) for n in os.listdir(out))
 
 
+def test_distill_prints_progress_lines_into_a_log(trained_model, tmp_path, monkeypatch, caplog):
+    from tfnmt import progress
+    from tfnmt.cli import console
+    monkeypatch.setattr(console, "_stderr_is_terminal", False)
+    monkeypatch.setattr(progress, "EVERY", 0)  # a line at every batch
+    caplog.set_level("INFO")
+    assert run_cli("distill", f"--model_dir={trained_model}", f"--output_dir={tmp_path / 'd'}",
+                   "--train_limit=40", "--beam_size=1", "--decode_batch_size=16") == 0
+    assert "distill: 16/40 sent (40%)  " in caplog.text
+    assert "distill: 40/40 sent (100%)  in " in caplog.text
+
+
 def test_output_dir_is_required(trained_model, capsys):
     assert run_cli("distill", f"--model_dir={trained_model}") == 2
     assert "--output_dir is required" in capsys.readouterr().err

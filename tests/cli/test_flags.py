@@ -201,6 +201,56 @@ def test_verb_help_lists_only_what_the_verb_reads_with_defaults_and_ranges(capsy
 def test_tfnmt_help_lists_the_verbs_one_line_each(capsys):
     from tfnmt.cli.verbs import VERBS
     assert run_cli("--help") == 0
-    out = capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
     for verb, spec in VERBS.items():
-        assert f"  {verb:<10}{spec.summary}\n" in out
+        assert [line.split(None, 1) for line in lines if line.startswith(f"  {verb} ")] == [
+            [verb, spec.summary]]
+
+
+def test_serve_turns_the_demo_page_off_with_a_positive_flags_negation(capsys):
+    # The flag was `no_demo`, listed as `--[no]no_demo` and negated as `--nono_demo`.
+    from tfnmt.cli.flags import FLAGS, read
+    from tfnmt.serving.options import ServeOptions
+    assert run_cli("serve", "--help") == 0
+    text = capsys.readouterr().out
+    assert "--[no]demo " in text and "no_demo" not in text
+    FLAGS.unparse_flags()
+    try:
+        FLAGS(["tfnmt", "--nodemo"])
+        assert read(ServeOptions).demo is False
+        FLAGS.unparse_flags()
+        FLAGS(["tfnmt"])
+        assert read(ServeOptions).demo is True
+    finally:
+        FLAGS.unparse_flags()
+
+
+def _model_flags(text):
+    """{name: its help and bracketed facts} of the hyper-parameter flags a help lists."""
+    from tfnmt.models import catalog
+    words = " ".join(text.split())
+    shown = {}
+    for name in catalog.hparam_names():
+        for flag in (f" --{name} ", f" --[no]{name} "):
+            if flag in words:
+                shown[name] = words.split(flag, 1)[1].split("]", 1)[0] + "]"
+    return shown
+
+
+def test_train_help_with_a_model_lists_that_models_flags_only(capsys):
+    # It listed every model's 48 hyper-parameters whatever --model said.
+    from tfnmt.models import catalog
+    assert run_cli("train", "--help") == 0
+    every = _model_flags(capsys.readouterr().out)
+    assert set(every) == set(catalog.hparam_names())
+    assert "transformer 512" in every["d_model"]
+    assert run_cli("train", "--model=transformer", "--help") == 0
+    text = capsys.readouterr().out
+    assert "--beam_size" in text and "--train_steps" in text and "--model " in text
+    shown = _model_flags(text)
+    assert set(shown) == set(catalog.get("transformer").HPARAMS)
+    assert shown["d_model"].endswith("[default 512; an integer >= 1]")
+    # A hybrid's are those of the parts its flags choose.
+    assert run_cli("train", "--model=hybrid", "--decoder_type=luong", "--help") == 0
+    shown = _model_flags(capsys.readouterr().out)
+    assert "lstm_units" in shown and "growth_rate" not in shown

@@ -376,7 +376,7 @@ def test_an_average_of_an_older_step_is_replaced_and_a_current_one_kept(tmp_path
     ("--shard=3/2", "--shard='3/2': give I/N"),
     ("--average_checkpoints=-1", "--average_checkpoints=-1"),
     ("--average_checkpoints=6", "--keep_checkpoints=5"),
-    ("--systems=a=nowhere.cfg,b=nowhere.cfg", "flagfile nowhere.cfg does not exist"),
+    ("--systems=a=nowhere.cfg,b=nowhere.cfg", "flagfile nowhere.cfg is not in the current directory"),
     ("--seeds=1,x", "--seeds='1,x'"),
 ])
 def test_bad_experiment_flags_are_one_line(experiment, flag, message, capsys):
@@ -467,3 +467,34 @@ def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
             assert dataclasses.asdict(read(DecodingOptions)) == spec["decodings"][name], name
     finally:
         FLAGS.unparse_flags()
+
+
+def test_each_run_line_gives_the_experiments_time_left(experiment, tmp_path, monkeypatch, caplog):
+    # It said "run 2 of 4" and no more; runs are timed with a fake clock, trained by a fake.
+    from tfnmt import progress
+    from tfnmt.cli import experiment as experiment_cli
+    config, _ = experiment
+    clock = [0.0]
+    monkeypatch.setattr(progress, "now", lambda: clock[0])
+    trained = {"small/seed1"}  # trained by an earlier invocation: skipped, not timed
+    runs_lib = experiment_cli.runs_lib
+
+    def train(run, forwarded, budget, main):
+        clock[0] += 600 if run.seed == 1 else 1200
+        trained.add(run.name)
+    monkeypatch.setattr(runs_lib, "trained", lambda run, budget: run.name in trained)
+    monkeypatch.setattr(runs_lib, "train", train)
+    monkeypatch.setattr(runs_lib, "scored", lambda run, splits: True)
+    monkeypatch.setattr(runs_lib, "restore_test_data", lambda *args: None)
+    monkeypatch.setattr(experiment_cli.report_lib, "write",
+                        lambda root, spec: {"runs": [], "test_splits": []})
+    with caplog.at_level("INFO"):
+        assert run_cli("experiment", f"--flagfile={config}", f"--runs_dir={tmp_path}") == 0
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("experiment:")]
+    assert lines == [
+        "experiment: small/seed1 is trained (1 of 4): skipped",
+        "experiment: run 2 of 4: narrow/seed1",
+        "experiment: run 3 of 4: small/seed2; about 20m00s left (2 runs to train, 10m00s each "
+        "so far)",
+        "experiment: run 4 of 4: narrow/seed2; about 15m00s left (1 run to train, 15m00s each "
+        "so far)"]

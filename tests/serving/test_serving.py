@@ -840,7 +840,7 @@ def test_the_demo_page_lists_the_served_models_and_can_be_turned_off(exports):
             assert model == {"name": model["name"], "version": int(metadata["model_spec"]["version"]),
                              "signatures": sorted(n for n in signatures if not n.startswith("__")),
                              "alignments": False}
-        status, answer = _wsgi(RestApi(manager, ServeOptions(no_demo=True)), "GET", "/demo/models")
+        status, answer = _wsgi(RestApi(manager, ServeOptions(demo=False)), "GET", "/demo/models")
         assert status == 404 and "the REST API is under /v1/models/" in answer["error"]
     finally:
         manager.close()

@@ -8,13 +8,15 @@ Three sources of noise are kept out by default:
   a second copy of TensorFlow's platform code and of absl, whose static initialisers log again
   when `import tensorflow` loads it - and later `E0000 ... failed call to cuInit` on a machine
   without a GPU, a oneDNN line about DT_INT64 and, with --deterministic, one about tf.data's
-  `use_unbounded_threadpool` attribute. They are written straight to file descriptor
+  `use_unbounded_threadpool` attribute; LiteRT's INFO lines (its XNNPACK delegate, created
+  by every TFLite translate). They are written straight to file descriptor
   2, so `filter_native_logs` puts a small child process between fd 2 and the real stderr that
   drops them (a child, not a thread: if the command dies, the child still passes on the last
   lines it was sent).
 * Other libraries' Python INFO logs (TFDS prints several lines per dataset it opens), and
   TensorFlow's warnings about every value a failed checkpoint read left unrestored.
-* Progress bars in files: a bar is drawn only when stderr is a terminal.
+* Progress bars in files: a bar is drawn only when stderr is a terminal; elsewhere a line every
+  tfnmt/progress.py EVERY seconds says how far the work is.
 """
 
 import atexit
@@ -29,8 +31,13 @@ import time
 _RECORD = re.compile(
     rb"(?P<a>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\s\]]+:\d+\] "
     rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<b>[IWEF]) [^\s\]]+:\d+\] ")
+# LiteRT's (TFLite's) own logger, `SEVERITY: message`, which a TFLite translate meets when it
+# creates its interpreter ("Created TensorFlow Lite XNNPACK delegate for CPU."); its warnings
+# and errors pass. It writes the severity and the message in two writes.
+_LITERT_DETAIL = (b"INFO: ", b"VERBOSE: ")
 _NOISE_LINES = (b"WARNING: All log messages before absl::InitializeLog() is called",
-                b"To enable the following instructions:")  # the CPU feature line's second line
+                b"To enable the following instructions:",  # the CPU feature line's second line
+                *_LITERT_DETAIL)
 # Errors TensorFlow logs on every start of a CPU-only (or a GPU) build that are no error of ours.
 _NOISE_ERRORS = (b"failed call to cuInit", b"oneDNN supports DT_", b"Unable to register cu",
                  b"computation placer already registered",
@@ -60,21 +67,41 @@ def _write(fd, data):
         data = data[os.write(fd, data):]
 
 
+class NativeFilter:
+    """What is written to fd 2, chunk by chunk, in; what the user should see out."""
+
+    def __init__(self):
+        self.held = b""
+
+    def feed(self, chunk):
+        lines = (self.held + chunk).split(b"\n")
+        self.held = b""
+        out = b"".join(native_line(line + b"\n") for line in lines[:-1])
+        # A C++ record arrives whole with its newline (one write); another partial line is a
+        # progress bar or a prompt, shown at once. Only LiteRT's severity waits for its message.
+        if lines[-1].startswith(_LITERT_DETAIL):
+            self.held = lines[-1]
+            return out
+        return out + native_line(lines[-1])
+
+    def end(self):
+        held, self.held = self.held, b""
+        return native_line(held)
+
+
 def _pass_on(read_fd, write_fd):
+    native = NativeFilter()
     while True:
         try:
             chunk = os.read(read_fd, 1 << 16)
         except InterruptedError:
             continue
-        if not chunk:
-            break
-        lines = chunk.split(b"\n")
-        # A C++ record arrives whole with its newline (one write); a partial line is a progress
-        # bar or a prompt, shown at once.
-        out = b"".join(native_line(line + b"\n") for line in lines[:-1]) + native_line(lines[-1])
+        out = native.feed(chunk) if chunk else native.end()
         try:
             _write(write_fd, out)
         except OSError:  # nobody reads stderr any more
+            break
+        if not chunk:
             break
 
 
@@ -178,10 +205,11 @@ def setup_logging(flag_values):
     return verbosity
 
 
-def progress_bar(total=None, unit="sent", desc=None):
-    """A tqdm bar on stderr, or None where stderr is not a terminal (a log file would collect
-    every redraw)."""
+def progress_bar(total=None, unit="sent", desc=None, initial=0):
+    """A tqdm bar on stderr where it is a terminal; elsewhere a log file would collect every
+    redraw, so progress lines at a steady cadence (tfnmt/progress.py). Close it when done."""
     if not stderr_is_terminal():
-        return None
+        from tfnmt.progress import ProgressLines
+        return ProgressLines(total=total, unit=unit, desc=desc or "", initial=initial)
     from tqdm import tqdm
-    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr)
+    return tqdm(total=total, unit=unit, desc=desc, initial=initial, file=sys.stderr)

@@ -19,7 +19,7 @@ import os
 from absl import logging
 
 from tfnmt import json_files
-from tfnmt.cli import common
+from tfnmt.cli import common, console
 from tfnmt.cli.flags import read
 from tfnmt.cli.options import AverageOptions, TranslationOptions
 from tfnmt.data import sources
@@ -67,14 +67,18 @@ def _translate_training_sources(translator, train_sources, out, target_lang, set
         logging.info("resuming: %d of %d training sentences already translated", len(done),
                      len(train_sources))
     json_files.write(state_path, settings)
+    bar = console.progress_bar(total=len(train_sources), desc="distill", initial=len(done))
     with open(partial, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in done))
-        for start in range(len(done), len(train_sources), CHUNK):
-            chunk = translate_sentences(translator, train_sources[start:start + CHUNK], batch_size)
-            f.write("".join(_one_line(line) + "\n" for line in chunk))
-            f.flush()
-            done += chunk
-            logging.info("translated %d / %d training sentences", len(done), len(train_sources))
+        try:
+            for start in range(len(done), len(train_sources), CHUNK):
+                chunk = translate_sentences(translator, train_sources[start:start + CHUNK],
+                                            batch_size, progress=bar)
+                f.write("".join(_one_line(line) + "\n" for line in chunk))
+                f.flush()
+                done += chunk
+        finally:
+            bar.close()
     return done, (partial, state_path)
 
 

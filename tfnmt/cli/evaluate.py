@@ -33,8 +33,12 @@ def run():
     source_sentences, references = sources.references(spec, split, data.test_limit)
     translator.prepare(source_sentences, f"{spec.source} {split}")
     start = time.time()
-    hypotheses = translate_sentences(translator, source_sentences, t.decode_batch_size,
-                                     progress=console.stderr_is_terminal())
+    bar = console.progress_bar(total=len(source_sentences), desc="evaluate")
+    try:
+        hypotheses = translate_sentences(translator, source_sentences, t.decode_batch_size,
+                                         progress=bar)
+    finally:
+        bar.close()
     elapsed = time.time() - start
     if t.output and t.output != "-":
         try:

@@ -19,9 +19,10 @@ import os
 from absl import logging
 
 from tfnmt import options as tfnmt_options
+from tfnmt import progress
 from tfnmt.cli import common, main
 from tfnmt.cli.average import average_checkpoints
-from tfnmt.cli.flags import FLAGS, given, read, read_fields
+from tfnmt.cli.flags import FLAGFILES_READ, FLAGS, given, read, read_fields
 from tfnmt.cli.options import TranslationOptions
 from tfnmt.data import sources
 from tfnmt.data.options import DataOptions
@@ -91,7 +92,8 @@ def spec_from_flags(o):
         # Only then: the reports of fixed budgets stay as they were written.
         budget.update({"kind": "converge", **{name: train[name] for name in STOPPING}})
     edges = length_buckets.parse_edges(scoring.length_buckets) if scoring.length_buckets else None
-    systems = options_lib.systems(o.systems)
+    systems = options_lib.systems(
+        o.systems, list(dict.fromkeys(os.path.dirname(os.path.abspath(f)) for f in FLAGFILES_READ)))
     decodings = system_decodings(systems, forwarded_flags())
     decoding = decodings[systems[0][0]]
     decode_batch_size = read(TranslationOptions).decode_batch_size
@@ -146,6 +148,17 @@ def check_budget(o, train, set_by_user):
                           "experiment file")
 
 
+def _time_left(timed, rest, budget):
+    """'; about 1h20m left (...)': the runs of `rest` still to train, at the mean time of those
+    this command trained (a resumed run takes less: the estimate errs long)."""
+    if not timed:
+        return ""
+    left = sum(not runs_lib.trained(run, budget) for run in rest)
+    each = sum(timed) / len(timed)
+    return (f"; about {progress.duration(each * left)} left ({left} run{'s' * (left != 1)} to "
+            f"train, {progress.duration(each)} each so far)")
+
+
 def run():
     o = read(ExperimentOptions)
     spec = spec_from_flags(o)
@@ -161,16 +174,20 @@ def run():
                    checkpoint="best" if budget.get("kind") == "converge" else "last")
     mine = runs_lib.share(runs_lib.plan(root, spec["systems"], spec["seeds"]), index, count)
     failed = []
+    timed = []  # seconds of each run trained by this command, scoring included
     if not o.report_only:
         for position, run in enumerate(mine, start=1):
+            start = progress.now()
             # A run that fails (bad settings, a diverged loss) must not stop an experiment left
             # to run for days: the others go on, and the command ends with an error.
             try:
                 if runs_lib.trained(run, budget):
                     logging.info("experiment: %s is trained (%d of %d): skipped", run.name,
                                  position, len(mine))
+                    start = None
                 else:
-                    logging.info("experiment: run %d of %d: %s", position, len(mine), run.name)
+                    logging.info("experiment: run %d of %d: %s%s", position, len(mine),
+                                 run.name, _time_left(timed, mine[position - 1:], budget))
                     runs_lib.train(run, forwarded, budget, main.main)
                 own = dict(scoring, decode_options=spec["decodings"][run.system])
                 if not runs_lib.scored(run, spec["test_splits"]):
@@ -183,6 +200,9 @@ def run():
                 logging.error("experiment: %s failed: %s; going on with the other runs",
                               run.name, e)
                 failed.append(run.name)
+                start = None  # a failed run's time says nothing of a run's
+            if start is not None:
+                timed.append(progress.now() - start)
     runs_lib.restore_test_data(root, runs_lib.plan(root, spec["systems"], spec["seeds"]), scoring)
     report = report_lib.write(root, spec)
     done = sum(entry["status"] == "complete" for entry in report["runs"])

@@ -6,6 +6,8 @@ A value out of its range stops the command while the flags are parsed, before an
 data is loaded: `tfnmt VERB: error: --beam_size=0: must be an integer >= 1`.
 """
 
+import os
+
 from absl import flags
 
 from tfnmt import options as tfnmt_options
@@ -23,6 +25,35 @@ from tfnmt.serving.options import (BatchingOptions, ClientOptions, ExportedModel
 from tfnmt.training.options import TrainOptions
 
 FLAGS = flags.FLAGS
+
+# The flagfiles the latest parse read (reset by the caller): an experiment finds its --systems
+# paths from them.
+FLAGFILES_READ = []
+
+
+def _finding_nested_flagfiles(read_file):
+    """absl reads a --flagfile= line inside a flagfile from the current directory; this reads it
+    from the including file's directory or above when the current directory does not hold it
+    (options.find_relative). absl calls `_get_flag_file_lines` for every file it reads, with
+    the stack of the files including it."""
+    def get_flag_file_lines(filename, parsed_file_stack=None):
+        if parsed_file_stack and filename:
+            including = parsed_file_stack[-1]
+            start = [os.path.dirname(os.path.abspath(including))]
+            found = tfnmt_options.find_relative(filename, start)
+            if found is None:
+                raise flags.CantOpenFlagFileError(
+                    f"{filename}, included by {including}: "
+                    f"{tfnmt_options.not_found_from(filename, start)}")
+            filename = found
+        if filename:
+            FLAGFILES_READ.append(filename)
+        return read_file(filename, parsed_file_stack)
+    return get_flag_file_lines
+
+
+# FlagValues.__setattr__ sets flags: the method goes into the instance's __dict__ directly.
+FLAGS.__dict__["_get_flag_file_lines"] = _finding_nested_flagfiles(FLAGS._get_flag_file_lines)
 
 # Group -> its flags, in the order `tfnmt VERB --help` lists them.
 GROUPS = {}

@@ -62,7 +62,7 @@ def run():
     logging.info("batching: %s", batching or "off")
     # One line on stdout that scripts (and the tests) wait for.
     print(f"tfnmt serve: {', '.join(manager.names())} at {url}/v1/models/", flush=True)
-    if not serve.no_demo:
+    if serve.demo:
         logging.info("demo page: %s/", url)
     sys.stdout.flush()
     server_lib.run_until_stopped(server, on_stop=[manager.close])

@@ -57,6 +57,8 @@ class _Output:
     def put(self, index, text):
         try:
             self.writer.put(index, text)
+        except BrokenPipeError:
+            raise  # the reader has gone (`| head`): cli/main.py ends quietly
         except OSError as e:
             raise cannot_write(self.name, e, "free some space or choose another --output") from None
 
@@ -103,9 +105,9 @@ def run():
 def _write(t, wanted, translator, lines):
     mode, n_best = wanted["alignments"], wanted["n_best"]
     output = _Output(t.output)
+    bar = console.progress_bar(total=len(lines), desc="translate")
     try:
-        for index, text in translations(translator, lines, t.decode_batch_size,
-                                        progress=console.stderr_is_terminal(),
+        for index, text in translations(translator, lines, t.decode_batch_size, progress=bar,
                                         window=STREAM_WINDOW_BATCHES * t.decode_batch_size,
                                         n_best=n_best if n_best > 1 else 0,
                                         alignments=mode != "none"):
@@ -115,6 +117,7 @@ def _write(t, wanted, translator, lines):
                 text = alignments.line(text, mode)
             output.put(index, text)
     finally:
+        bar.close()
         output.close()
         if output.writer.written < len(lines) and t.output != "-":
             logging.warning("%s holds the first %d of %d translations", t.output,

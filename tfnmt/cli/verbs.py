@@ -185,8 +185,26 @@ def unread_flag(verb, args, flag_values):
     return None
 
 
-def _default_text(flag):
+def chosen_model_hparams(flag_values):
+    """{name: HParam} of the model --model names (of the parts the flags choose, for a hybrid),
+    or None without a known --model."""
     from tfnmt.cli import flags as flag_defs
+    from tfnmt.models import catalog
+    if flag_values["model"].value not in catalog.names():
+        return None
+    given = {name: flag_values[name].value for name in flag_defs.HPARAM_NAMES
+             if flag_values[name].value is not None}
+    from tfnmt.errors import ConfigError
+    try:
+        return catalog.get(flag_values["model"].value).declared(given)
+    except ConfigError:  # parts a hybrid cannot pair: the command itself will say so
+        return None
+
+
+def _default_text(flag, model_hparams=None):
+    from tfnmt.cli import flags as flag_defs
+    if model_hparams is not None and flag.name in model_hparams:
+        return f"default {_value(model_hparams[flag.name].default)}"
     if flag.name in flag_defs.HPARAM_NAMES:
         from tfnmt.cli.hparams import CHOSEN_PART
         from tfnmt.models import catalog
@@ -212,38 +230,49 @@ def _flag_help(name, text):
     return "\n".join(textwrap.wrap(text, 100, initial_indent=lead, subsequent_indent=" " * 28))
 
 
-def _flag_text(flag, when):
-    facts = [_default_text(flag)]
-    if getattr(flag.parser, "range", None) is not None:
+def _flag_text(flag, when, model_hparams=None):
+    facts = [_default_text(flag, model_hparams)]
+    from tfnmt.cli.hparams import HELP_PREFIX
+    text = flag.help[len(HELP_PREFIX):] if flag.help.startswith(HELP_PREFIX) else flag.help
+    own = (model_hparams or {}).get(flag.name)
+    if own is not None:  # the chosen model's help and range, not every model's
+        text = own.describe()
+        if own.range is not None:
+            facts.append(own.range.describe(own.kind))
+    elif getattr(flag.parser, "range", None) is not None:
         facts.append(flag.parser.syntactic_help)
     if when is not None:
         facts.append(f"only {when.text}")
-    from tfnmt.cli.hparams import HELP_PREFIX
-    text = flag.help[len(HELP_PREFIX):] if flag.help.startswith(HELP_PREFIX) else flag.help
     return f"{text} [{'; '.join(facts)}]"
 
 
 def help_text(verb, flag_values):
     """`tfnmt VERB --help`: the flags the verb reads, by group, with defaults and ranges; a mode
-    that all flags of a group share is named once, after the group's title."""
+    that all flags of a group share is named once, after the group's title. With --model=X,
+    the model's hyper-parameters are X's alone, with X's defaults."""
     from tfnmt.cli import flags as flag_defs
     spec = VERBS[verb]
+    model_hparams = chosen_model_hparams(flag_values)
+    hidden = (set() if model_hparams is None
+              else set(flag_defs.HPARAM_NAMES) - set(model_hparams))
     lines = [f"tfnmt {verb}: {spec.summary}", "",
              f"usage: tfnmt {verb} [--flag=value ...] [--flagfile=FILE]", ""]
     for group_name, names in flag_defs.GROUPS.items():
-        read = {n: spec.modes(n) for n in names if spec.modes(n)}
+        read = {n: spec.modes(n) for n in names if spec.modes(n) and n not in hidden}
         if not read:
             continue
         whens = {id(m[0]): m[0] for m in read.values() if len(m) == 1 and m[0] is not None}
         shared = next(iter(whens.values())) if len(whens) == 1 and all(
             len(m) == 1 and m[0] is not None for m in read.values()) else None
         title = flag_defs.TITLES[group_name]
+        if group_name == "model" and model_hparams is not None:
+            title += f", the flags of --model={flag_values['model'].value}"
         lines.append(f"{title}, only {shared.text}:" if shared else f"{title}:")
         for name, modes in read.items():
             when = None if shared or None in modes or len(modes) != 1 else modes[0]
             flag = flag_values[name]
             shown = f"--[no]{name}" if flag.boolean else f"--{name}"
-            lines.append(_flag_help(shown, _flag_text(flag, when)))
+            lines.append(_flag_help(shown, _flag_text(flag, when, model_hparams)))
         lines.append("")
     lines.append("general:")
     lines.append(_flag_help("--flagfile=FILE", "Read flags from FILE, one per line; a flagfile "

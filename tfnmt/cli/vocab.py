@@ -13,8 +13,8 @@ from tfnmt.training.options import TrainOptions
 
 
 def _train(sentences, path, what, options):
-    """Trains one SentencePiece model; on a terminal a bar counts the sentences read and then
-    says that SentencePiece is training."""
+    """Trains one SentencePiece model; a bar (progress lines in a log file) counts the sentences
+    read and then says that SentencePiece is training."""
     bar = console.progress_bar(unit="sent", desc=f"{what}: reading")
 
     def counted():
@@ -24,10 +24,9 @@ def _train(sentences, path, what, options):
         bar.set_description(f"{what}: training SentencePiece")
 
     try:
-        size = vocab.train_sentencepiece(counted() if bar is not None else sentences, path, **options)
+        size = vocab.train_sentencepiece(counted(), path, **options)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     logging.info("%s of %d pieces: %s", what, size, path)
 
 

@@ -197,7 +197,7 @@ class Translator(tf.Module, Backend):
 STREAM_WINDOW_BATCHES = 8
 
 
-def translations(translator, sentences, batch_size, progress=False, window=0, n_best=0,
+def translations(translator, sentences, batch_size, progress=None, window=0, n_best=0,
                  alignments=False):
     """Yields (index, translation) of `sentences` (list of str), a batch at a time.
 
@@ -206,35 +206,26 @@ def translations(translator, sentences, batch_size, progress=False, window=0, n_
     (0 = the whole list). `translator` is a backend (decoding/backend.py). With `n_best` N > 0
     a sentence's translation is its N best hypotheses as N lines (`n_best_lines`); with
     `alignments`, it is an `alignments.Aligned` (translation, tokens and attention).
+    `progress` (a bar or progress lines, cli/console.py progress_bar) is told of every batch.
     """
     window = window or max(len(sentences), 1)
-    bar = None
-    if progress:
-        import sys
-
-        from tqdm import tqdm
-        bar = tqdm(total=len(sentences), unit="sent", file=sys.stderr)
-    try:
-        for first in range(0, len(sentences), window):
-            span = range(first, min(first + window, len(sentences)))
-            order = sorted(span, key=lambda i: len(sentences[i]))
-            for start in range(0, len(order), batch_size):
-                index = order[start:start + batch_size]
-                batch = [sentences[i] for i in index]
-                if alignments:
-                    from tfnmt.decoding.alignments import aligned
-                    out = aligned(_call(translator.translate_alignments, batch))
-                elif n_best:
-                    out = _translate_batch(translator.translate_n_best, batch, n_best)
-                    out = [n_best_lines(i, *hypotheses) for i, hypotheses in zip(index, out)]
-                else:
-                    out = _translate_batch(translator.translate, batch)
-                yield from zip(index, out)
-                if bar is not None:
-                    bar.update(len(index))
-    finally:
-        if bar is not None:
-            bar.close()
+    for first in range(0, len(sentences), window):
+        span = range(first, min(first + window, len(sentences)))
+        order = sorted(span, key=lambda i: len(sentences[i]))
+        for start in range(0, len(order), batch_size):
+            index = order[start:start + batch_size]
+            batch = [sentences[i] for i in index]
+            if alignments:
+                from tfnmt.decoding.alignments import aligned
+                out = aligned(_call(translator.translate_alignments, batch))
+            elif n_best:
+                out = _translate_batch(translator.translate_n_best, batch, n_best)
+                out = [n_best_lines(i, *hypotheses) for i, hypotheses in zip(index, out)]
+            else:
+                out = _translate_batch(translator.translate, batch)
+            yield from zip(index, out)
+            if progress is not None:
+                progress.update(len(index))
 
 
 def n_best_lines(index, hypotheses, scores):
@@ -264,7 +255,7 @@ def _call(translate, batch, *args):
         raise DataError(refused.group(1)) from None
 
 
-def translate_sentences(translator, sentences, batch_size, progress=False):
+def translate_sentences(translator, sentences, batch_size, progress=None):
     """Translations of `sentences` (list of str) in their order (see `translations`)."""
     results = [""] * len(sentences)
     for i, text in translations(translator, sentences, batch_size, progress):

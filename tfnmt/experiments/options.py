@@ -6,7 +6,7 @@ import os
 import re
 
 from tfnmt.errors import ConfigError
-from tfnmt.options import option
+from tfnmt.options import find_relative, not_found_from, option
 
 BUDGETS = ("steps", "converge")
 
@@ -46,18 +46,22 @@ class ExperimentOptions:
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
-def systems(text):
-    """'A=a.cfg,B=b.cfg' -> [(name, flagfile)], the baseline first; the flagfiles must exist."""
+def systems(text, start_dirs=()):
+    """'A=a.cfg,B=b.cfg' -> [(name, flagfile)], the baseline first; the flagfiles must exist,
+    from the current directory or, as a nested --flagfile, from `start_dirs` (the directories of
+    the flagfiles that were read) or above (tfnmt/options.py find_relative)."""
     out = []
     for item in (part.strip() for part in text.split(",")):
         name, sep, path = item.partition("=")
         if not sep or not _NAME.match(name) or not path:
             raise ConfigError(f"--systems={text!r}: give NAME=FLAGFILE,NAME=FLAGFILE,... (names "
                               "of letters, digits, . _ + -)")
-        if not os.path.isfile(path):
-            raise ConfigError(f"--systems: {name}'s flagfile {path} does not exist (run from the "
-                              "repository root)")
-        out.append((name, path))
+        found = find_relative(path, start_dirs)
+        if found is None or not os.path.isfile(found):
+            where = f"{path} does not exist" if found or os.path.isabs(path) else (
+                f"{path} is {not_found_from(path, start_dirs)}")
+            raise ConfigError(f"--systems: {name}'s flagfile {where}")
+        out.append((name, found))
     names = [name for name, _ in out]
     if len(set(names)) != len(names):
         raise ConfigError(f"--systems={text!r}: a system name is given twice")

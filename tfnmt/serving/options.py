@@ -42,9 +42,9 @@ class ServeOptions:
         2000, "tfnmt serve: longest sentence, in characters (400 beyond).", bounds=">= 1")
     enable_batching: bool = option(
         True, "tfnmt serve: merge concurrent requests into batches.")
-    no_demo: bool = option(
-        False, "tfnmt serve: do not serve the demo page (GET /, a text box and one column of "
-        "translations per served model).")
+    demo: bool = option(
+        True, "tfnmt serve: serve the demo page (GET /, a text box and one column of "
+        "translations per served model); --nodemo turns it off.")
     batching_parameters_file: str = option(
         "", "tfnmt serve: TF Serving batching parameters (export/tf_serving/batching.config); "
         "its values override the batching flags below.")

@@ -5,7 +5,7 @@ util/json_tensor.cc, model_servers/http_server.cc of tensorflow/serving describe
     GET  /v1/models/NAME[/versions/V]/metadata     signature defs
     POST /v1/models/NAME[/versions/V]:predict      {"instances": [...]} or {"inputs": ...}
 
-and, unless turned off (`tfnmt serve --no_demo`), a demo page (tfnmt/serving/demo.html) at
+and, unless turned off (`tfnmt serve --nodemo`), a demo page (tfnmt/serving/demo.html) at
 `GET /` with the list of served models it reads at `GET /demo/models`.
 
 Errors are `{"error": "MESSAGE"}` with TF Serving's status: 400 for a malformed request
@@ -330,7 +330,7 @@ class RestApi:
 
     def __init__(self, manager, options=ServeOptions()):
         self.manager = manager
-        self.demo = not options.no_demo
+        self.demo = options.demo
         self.max_request_bytes = options.max_request_bytes
         self.max_sentences = options.max_sentences_per_request
         self.max_sentence_chars = options.max_sentence_chars

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from tfnmt import progress
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.evaluation import bleu
 from tfnmt.models.base import TOTAL_PREFIX
@@ -73,7 +74,7 @@ class TrainingSchedule(keras.callbacks.Callback):
             left = (self.train_steps - step) * elapsed / max(len(self._losses), 1)
             logging.info("step %d  loss %.4f%s  lr %.3g  %.0f target tokens/s  %s left", step, loss,
                          "".join(f"  {name} {value:.4g}" for name, value in reports.items()), lr,
-                         self._tokens / elapsed, _duration(left))
+                         self._tokens / elapsed, progress.duration(left))
             with self.writer.as_default(step=step):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", lr)
@@ -118,16 +119,6 @@ class TrainingSchedule(keras.callbacks.Callback):
             self.model.stop_training = True
         self.history.append(dict(results, step=step))
         self._clock = time.time()  # validation time is not training throughput
-
-
-def _duration(seconds):
-    """'45s', '12m05s', '3h07m'."""
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 class ShrinkOnValidationRise:
