@@ -205,10 +205,11 @@ def translations(translator, sentences, batch_size, progress=False, window=0, n_
     of a batch cost less: sorted over the whole list, or over each `window` sentences in turn
     (0 = the whole list). `translator` is a backend (decoding/backend.py). With `n_best` N > 0
     a sentence's translation is its N best hypotheses as N lines (`n_best_lines`); with
-    `alignments`, it is an `alignments.Aligned` (translation, tokens and attention).
+    `alignments`, it is an `alignments.Aligned` (translation, tokens and attention). Once all
+    are done, the count of empty translations of non-empty sources is logged, if any.
     """
     window = window or max(len(sentences), 1)
-    bar = None
+    bar, empty = None, 0
     if progress:
         import sys
 
@@ -229,12 +230,16 @@ def translations(translator, sentences, batch_size, progress=False, window=0, n_
                     out = [n_best_lines(i, *hypotheses) for i, hypotheses in zip(index, out)]
                 else:
                     out = _translate_batch(translator.translate, batch)
+                    empty += sum(not text and source.strip() for text, source in zip(out, batch))
                 yield from zip(index, out)
                 if bar is not None:
                     bar.update(len(index))
     finally:
         if bar is not None:
             bar.close()
+    if empty:
+        logging.warning("%d of %d translations are empty where the source is not (raise "
+                        "--min_decode_length to forbid them)", empty, len(sentences))
 
 
 def n_best_lines(index, hypotheses, scores):
