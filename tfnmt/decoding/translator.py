@@ -230,7 +230,7 @@ def translations(translator, sentences, batch_size, progress=False, window=0, n_
                     out = [n_best_lines(i, *hypotheses) for i, hypotheses in zip(index, out)]
                 else:
                     out = _translate_batch(translator.translate, batch)
-                    empty += sum(not text and source.strip() for text, source in zip(out, batch))
+                    empty += sum(not text and bool(source.strip()) for text, source in zip(out, batch))
                 yield from zip(index, out)
                 if bar is not None:
                     bar.update(len(index))
