@@ -270,3 +270,65 @@ def test_the_models_family_and_the_options_pick_the_search():
     for refused in (dict(sampling=True), dict(no_repeat_ngram_size=2)):
         with pytest.raises(ConfigError, match="not for a CTC model"):
             pick(CTC(), **refused)
+
+
+# --- min_decode_length ----------------------------------------------------------------------
+
+# eos is the most likely token after bos and after every other token: unconstrained, every
+# search ends at once with an empty translation.
+EAGER_EOS = _table({2: {EOS_ID: 0.6, 4: 0.3, 5: 0.1}, 4: {EOS_ID: 0.7, 5: 0.3},
+                    5: {EOS_ID: 0.8, 4: 0.2}})
+
+
+def _eager_paths(min_length):
+    """The most likely token at each step with eos banned before `min_length` tokens, and its
+    log-probability: what greedy search must return (from bos: 4, then 5, 4, 5, ...)."""
+    table, tokens, last, total = EAGER_EOS, [], 2, 0.0
+    while True:
+        row = table[last].copy()
+        row[[PAD_ID, BOS_ID]] = 0
+        if len(tokens) < min_length:
+            row[EOS_ID] = 0
+        token = int(row.argmax())
+        total += math.log(table[last, token])
+        if token == EOS_ID:
+            return tokens, total
+        tokens.append(token)
+        last = token
+
+
+@pytest.mark.parametrize("min_length", [0, 1, 3])
+def test_min_decode_length_holds_eos_back_in_every_search(min_length):
+    model = TableModel(EAGER_EOS)
+    memory = {"x": tf.zeros([1, 1])}
+    expected, log_prob = _eager_paths(min_length)
+    assert len(expected) == min_length
+    ids, scores = search(model, memory, tf.constant([12]), None, 0.0, "gnmt", 0, min_length)
+    assert _tokens(ids.numpy()[0, 0]) == expected
+    np.testing.assert_allclose(scores.numpy()[0, 0], log_prob, rtol=1e-5)
+    for beam in (1, 3):
+        ids, scores = beam_search(model, memory, tf.constant([12]), beam, 0.0, "gnmt", beam, 0,
+                                  min_length=min_length)
+        # The best is the greedy path here; every hypothesis has min_length tokens or more.
+        assert _tokens(ids.numpy()[0, 0]) == expected
+        np.testing.assert_allclose(scores.numpy()[0, 0], log_prob, rtol=1e-5)
+        assert all(len(_tokens(row)) >= min_length for row in ids.numpy()[0])
+    drawn, _ = search(model, {"x": tf.zeros([6, 1])}, tf.constant([12] * 6),
+                      sampler(0, 1.0, 5), 0.0, "gnmt", 0, min_length)
+    assert all(len(_tokens(row)) >= min_length for row in drawn.numpy()[:, 0])
+
+
+def test_the_length_limit_wins_over_min_decode_length():
+    # A limit of 3 tokens (eos included) leaves room for 2 before the forced eos.
+    ids, _ = beam_search(TableModel(EAGER_EOS), {"x": tf.zeros([2, 1])}, tf.constant([3, 12]),
+                         2, 0.0, "gnmt", 1, 0, min_length=5)
+    assert [len(_tokens(row)) for row in ids.numpy()[:, 0]] == [2, 5]
+
+
+def test_a_ctc_model_takes_no_min_decode_length_above_1():
+    class CTC:
+        search_family, attends = "ctc", False
+    assert isinstance(searches.for_model(CTC(), DecodingOptions(min_decode_length=1)),
+                      searches.CTCSearch)
+    with pytest.raises(ConfigError, match="--min_decode_length=2: not for a CTC model"):
+        searches.for_model(CTC(), DecodingOptions(min_decode_length=2))

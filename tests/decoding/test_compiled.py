@@ -45,15 +45,21 @@ def _both(model, options, n_best=1):
             xla_ids.shape[-1])
 
 
-@pytest.mark.parametrize("name,beam_size,n_best", [("deep_transformer", 3, 2),
-                                                    ("densenmt", 1, 1)])
-def test_compiled_search_is_the_dynamic_search(name, beam_size, n_best):
+@pytest.mark.parametrize("name,beam_size,n_best,min_length", [("deep_transformer", 3, 2, 1),
+                                                               ("densenmt", 1, 1, 4)])
+def test_compiled_search_is_the_dynamic_search(name, beam_size, n_best, min_length):
     """Beam with n-best over fixed caches (multi-layer attention's lower caches too); greedy
-    over a state that never grows (DenseNMT's last kernel_size - 1 inputs of each layer)."""
+    over a state that never grows (DenseNMT's last kernel_size - 1 inputs of each layer); eos
+    held back until --min_decode_length tokens."""
     tf.keras.utils.set_random_seed(1)
     model = tiny_model(name, label_smoothing=None)
-    options = dataclasses.replace(OPTIONS, beam_size=beam_size, n_best=n_best)
+    options = dataclasses.replace(OPTIONS, beam_size=beam_size, n_best=n_best,
+                                  min_decode_length=min_length)
     (ids, scores), (xla_ids, xla_scores), width = _both(model, options, n_best)
+    limits = _sources()[1].numpy() + OPTIONS.max_length_offset  # ratio 1
+    for best in (ids[:, 0], xla_ids[:, 0]):
+        lengths = (best != PAD_ID).sum(axis=1)
+        assert np.all(lengths >= np.minimum(min_length, limits - 1)), (lengths, limits)
     # Compiled: as long as the longest limit of the padded source width (ratio 1, offset 3).
     padded = -(-_sources()[0].shape[1] // compiled.SOURCE_BUCKET) * compiled.SOURCE_BUCKET
     assert width == min(OPTIONS.max_decode_length, padded - 1 + 3) > ids.shape[-1]

@@ -181,7 +181,8 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
         # As many threads as TensorFlow uses (CTranslate2's default is 4 whatever the cores).
         threads=os.cpu_count() or 1,
         limits={line: _tfnmt_limit(o, test.pieces[line]) - 1 for line in test.pieces},
-        decodes={name: {"beam_size": d.beam_size, "length_penalty": d.length_penalty}
+        decodes={name: {"beam_size": d.beam_size, "length_penalty": d.length_penalty,
+                        "min_decode_length": d.min_decode_length}
                  for name, d in decodes.items()})
     types = sorted(ctranslate2.get_supported_compute_types("cpu"),
                    key=lambda t: (t != "float32", t))

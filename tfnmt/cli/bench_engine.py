@@ -85,7 +85,9 @@ def _ctranslate2_engine(spec, decode):
         sentence that never ends costs both engines alike."""
         results = model.translate_batch(
             source.encode(lines, out_type=str), beam_size=decode["beam_size"],
-            length_penalty=decode["length_penalty"], min_decoding_length=0,
+            # The same rule: eos is banned at steps t < min_decoding_length in both engines.
+            length_penalty=decode["length_penalty"],
+            min_decoding_length=decode["min_decode_length"],
             max_decoding_length=max_length or max(limits[line] for line in lines),
             max_input_length=spec["max_input_length"] + 1)
         return [target.decode(r.hypotheses[0]) for r in results]

@@ -73,7 +73,7 @@ def wide_top_k(x, k, chunk=64):
     return values, tf.gather(best, position // chunk, batch_dims=1) * chunk + position % chunk
 
 
-def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size):
+def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size, min_length=0):
     """One step of N hypotheses: (log p(next token) float32 [N, V], the model's new state).
 
     `ids` int32 [N, t] are the tokens so far (bos not included). What no hypothesis may choose
@@ -84,13 +84,14 @@ def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size)
     if no_repeat_ngram_size:
         def ban(vocab):
             return repeated_ngram_tokens(ids, no_repeat_ngram_size, vocab)
-    return step_log_probs(model, last, time, state, memory, limit, ban)
+    return step_log_probs(model, last, time, state, memory, limit, ban, min_length)
 
 
-def step_log_probs(model, last, time, state, memory, limit, ban=None):
+def step_log_probs(model, last, time, state, memory, limit, ban=None, min_length=0):
     """(log p(next token) float32 [N, V], the model's new state) after the tokens `last` [N].
     At NEG_INF: pad and bos; what `ban(V)` (bool [N, V]) marks; at its length limit `limit`
-    [N], every token but eos."""
+    [N], every token but eos; before `min_length` tokens (--min_decode_length), eos, unless
+    the limit leaves no room for them."""
     logits, state = model.step(last, time, state, memory)
     log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [N, V]
     vocab = tf.shape(log_probs)[1]
@@ -100,7 +101,12 @@ def step_log_probs(model, last, time, state, memory, limit, ban=None):
         log_probs = tf.where(ban(vocab), NEG_INF, log_probs)
     at_limit = tf.greater_equal(time + 1, limit)[:, None]
     only_eos = tf.one_hot(EOS_ID, vocab, 0.0, NEG_INF)[None]
-    return log_probs + tf.where(at_limit, only_eos, tf.zeros_like(only_eos)), state
+    log_probs += tf.where(at_limit, only_eos, tf.zeros_like(only_eos))
+    if min_length:
+        too_short = tf.less(time, tf.minimum(min_length, limit - 1))[:, None]
+        no_eos = tf.one_hot(EOS_ID, vocab, NEG_INF, 0.0)[None]
+        log_probs += tf.where(too_short, no_eos, tf.zeros_like(no_eos))
+    return log_probs, state
 
 
 def strip_eos(ids):
@@ -140,8 +146,9 @@ class _Beam:
     """One `beam_search` call: its settings, and the pieces of its loop's step."""
 
     def __init__(self, model, max_length, shared, beam_size, alpha, penalty_mode, n_best,
-                 no_repeat_ngram_size, alignments):
+                 no_repeat_ngram_size, alignments, min_length):
         self.model, self.max_length, self.shared = model, max_length, shared
+        self.min_length = min_length
         self.K, self.alpha, self.penalty_mode, self.n_best = beam_size, alpha, penalty_mode, n_best
         self.no_repeat_ngram_size, self.alignments = no_repeat_ngram_size, alignments
         self.max_steps = tf.reduce_max(max_length)
@@ -203,7 +210,8 @@ class _Beam:
         K, active = self.K, tf.shape(s.active)[0]
         log_probs, state = next_log_probs(self.model, tf.reshape(s.alive_ids, [active * K, -1]),
                                           s.time, s.model_state, with_shared(s.memory, self.shared),
-                                          tf.repeat(limits, K), self.no_repeat_ngram_size)
+                                          tf.repeat(limits, K), self.no_repeat_ngram_size,
+                                          self.min_length)
         vocab = tf.shape(log_probs)[1]
         candidates = tf.reshape(s.alive_scores, [-1, 1]) + log_probs
         candidates = tf.reshape(candidates, [active, K * vocab])
@@ -289,13 +297,14 @@ class _Beam:
 
 
 def beam_search(model, memory, max_length, beam_size, alpha, penalty_mode, n_best,
-                no_repeat_ngram_size, alignments=False):
+                no_repeat_ngram_size, alignments=False, min_length=0):
     """Decodes a batch.
 
     Args:
       model: a Seq2SeqModel.
       memory: the encoder output nest for B sentences.
       max_length: int32 [B], the most tokens (eos included) to generate per sentence.
+      min_length: the fewest tokens (eos not included) before eos may end a hypothesis.
     Returns:
       ids: int32 [B, n_best, T], eos and padding as PAD_ID after the hypothesis ends;
       scores: float32 [B, n_best], length-penalised log-probabilities, best first;
@@ -307,7 +316,7 @@ def beam_search(model, memory, max_length, beam_size, alpha, penalty_mode, n_bes
     memory, shared = split_shared(model.decoding_memory(memory))
     memory = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), memory)  # b*K + k
     beam = _Beam(model, max_length, shared, beam_size, alpha, penalty_mode, n_best,
-                 no_repeat_ngram_size, alignments)
+                 no_repeat_ngram_size, alignments, min_length)
     start, invariants = beam.start(memory)
     end = tf.while_loop(beam.cond, beam.body, (start,), shape_invariants=(invariants,),
                         maximum_iterations=beam.max_steps)[0]

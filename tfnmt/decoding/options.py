@@ -26,6 +26,11 @@ class DecodingOptions:
                                      "tokens.", bounds=">= 0")
     max_length_offset: int = option(10, "See --max_length_ratio.", bounds=">= 0")
     max_decode_length: int = option(256, "Hard cap on generated tokens.", bounds=">= 1")
+    min_decode_length: int = option(
+        1, "Generate at least this many tokens before eos (1: no empty translation of a "
+        "non-empty source; 0: none), within the length limit. Autoregressive models: a CTC "
+        "model's labels are chosen all at once, so it takes no more than 1 and may still give "
+        "an empty line.", bounds=">= 0")
     max_input_length: int = option(1024, "Source subwords beyond this are cut, with a warning.",
                                    bounds=">= 1")
     long_input: str = option(

@@ -49,13 +49,15 @@ def sampler(topk, temperature, seed):
     return choose
 
 
-def search(model, memory, max_length, choose, alpha, penalty_mode, no_repeat_ngram_size):
+def search(model, memory, max_length, choose, alpha, penalty_mode, no_repeat_ngram_size,
+           min_length=0):
     """One translation per sentence, token by token.
 
     Args:
       memory: the encoder output nest for B sentences.
       max_length: int32 [B], the most tokens (eos included) per sentence.
       choose: `sampler(...)`, or None for the most likely token.
+      min_length: the fewest tokens (eos not included) before eos may be chosen.
     Returns:
       ids int32 [B, 1, T] padded with PAD_ID (eos removed), scores float32 [B, 1]: the
       length-penalised log-probability of the translation, as beam search scores one.
@@ -69,7 +71,8 @@ def search(model, memory, max_length, choose, alpha, penalty_mode, no_repeat_ngr
     def body(s):
         log_probs, state = next_log_probs(model, tf.gather(s.ids, s.active), s.time,
                                           s.model_state, with_shared(s.memory, shared),
-                                          tf.gather(max_length, s.active), no_repeat_ngram_size)
+                                          tf.gather(max_length, s.active), no_repeat_ngram_size,
+                                          min_length)
         if choose is None:
             token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         else:

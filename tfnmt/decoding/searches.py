@@ -50,7 +50,7 @@ class BeamSearch(Search):
         o = self.options
         return beam_search(model, memory, self.limits(source_lengths), o.beam_size,
                            o.length_penalty, o.length_penalty_mode, n_best,
-                           o.no_repeat_ngram_size, alignments)
+                           o.no_repeat_ngram_size, alignments, o.min_decode_length)
 
 
 class Compiled(Search):
@@ -94,9 +94,10 @@ class Compiled(Search):
         memory = model.encode(source, training=False)
         if o.beam_size == 1:
             return compiled.greedy(model, memory, self.limits(lengths), steps, o.length_penalty,
-                                   o.length_penalty_mode)
+                                   o.length_penalty_mode, o.min_decode_length)
         return compiled.beam(model, memory, self.limits(lengths), steps, o.beam_size,
-                             o.length_penalty, o.length_penalty_mode, n_best)
+                             o.length_penalty, o.length_penalty_mode, n_best,
+                             o.min_decode_length)
 
 
 class Greedy(Search):
@@ -113,7 +114,8 @@ class Greedy(Search):
     def __call__(self, model, memory, source_lengths, n_best=1):
         o = self.options
         return sampling.search(model, memory, self.limits(source_lengths), self.choose(),
-                               o.length_penalty, o.length_penalty_mode, o.no_repeat_ngram_size)
+                               o.length_penalty, o.length_penalty_mode, o.no_repeat_ngram_size,
+                               o.min_decode_length)
 
 
 class Sampling(Greedy):
@@ -155,6 +157,10 @@ def _ctc(options):
     asked = [f"--{name}" for name, off in (("sampling", False), ("no_repeat_ngram_size", 0),
                                            ("xla_decoding", False))
              if getattr(options, name) != off]
+    # The default, 1, is let through so that CTC models decode with default options; it is
+    # not enforced (DecodingOptions.min_decode_length says so).
+    if options.min_decode_length > 1:
+        asked.append(f"--min_decode_length={options.min_decode_length}")
     if asked:
         raise ConfigError(f"{' and '.join(asked)}: not for a CTC model, whose labels are "
                           "chosen all at once (its --beam_size picks greedy or beam search)")

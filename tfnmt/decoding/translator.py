@@ -207,8 +207,10 @@ def translations(translator, sentences, batch_size, progress=None, window=0, n_b
     a sentence's translation is its N best hypotheses as N lines (`n_best_lines`); with
     `alignments`, it is an `alignments.Aligned` (translation, tokens and attention).
     `progress` (a bar or progress lines, cli/console.py progress_bar) is told of every batch.
+    Once all are done, the count of empty translations of non-empty sources is logged, if any.
     """
     window = window or max(len(sentences), 1)
+    empty = 0
     for first in range(0, len(sentences), window):
         span = range(first, min(first + window, len(sentences)))
         order = sorted(span, key=lambda i: len(sentences[i]))
@@ -223,9 +225,13 @@ def translations(translator, sentences, batch_size, progress=None, window=0, n_b
                 out = [n_best_lines(i, *hypotheses) for i, hypotheses in zip(index, out)]
             else:
                 out = _translate_batch(translator.translate, batch)
+                empty += sum(not text and bool(source.strip()) for text, source in zip(out, batch))
             yield from zip(index, out)
             if progress is not None:
                 progress.update(len(index))
+    if empty:
+        logging.warning("%d of %d translations are empty where the source is not (raise "
+                        "--min_decode_length to forbid them)", empty, len(sentences))
 
 
 def n_best_lines(index, hypotheses, scores):
