@@ -57,12 +57,15 @@ def test_the_search_functions_take_every_decoding_setting_without_defaults_of_th
     import inspect
 
     from tfnmt.decoding import beam_search, ctc, sampling
+    from tfnmt.decoding import compiled
     for function in (beam_search.beam_search, beam_search.length_penalty, ctc.beam,
-                     beam_search.next_log_probs, sampling.search, sampling.sampler):
+                     beam_search.next_log_probs, beam_search.step_log_probs, sampling.search,
+                     sampling.sampler, compiled.greedy, compiled.beam):
         defaults = {name: p.default for name, p in inspect.signature(function).parameters.items()
                     if p.default is not p.empty}
-        # `alignments` asks for the attention too; it is no DecodingOptions value.
-        assert set(defaults) <= {"alignments"}, (function.__name__, defaults)
+        # `alignments` asks for the attention too, `ban` is what next_log_probs bans; neither is a
+        # DecodingOptions value.
+        assert set(defaults) <= {"alignments", "ban"}, (function.__name__, defaults)
 
 
 def test_a_hyper_parameter_several_families_read_has_a_help_naming_each_meaning():

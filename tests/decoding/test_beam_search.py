@@ -40,9 +40,13 @@ def _table(rows):
     return table / table.sum(1, keepdims=True)
 
 
+# The tables' expectations hold without a minimum length (its own tests are at the end).
+NO_MIN = 0
+
+
 def _decode(model, limits, beam, alpha=0.0, n_best=1, mode="gnmt"):
     memory = {"x": tf.zeros([len(limits), 1])}
-    return beam_search(model, memory, tf.constant(limits), beam, alpha, mode, n_best, 0)
+    return beam_search(model, memory, tf.constant(limits), beam, alpha, mode, n_best, 0, NO_MIN)
 
 
 def test_beam_finds_what_greedy_misses():
@@ -119,7 +123,7 @@ def test_a_sentence_leaves_the_batch_when_its_result_is_final(beam):
     if beam == 1:
         ids, _ = greedy(model, memory, limits)
     else:
-        ids, _ = beam_search(model, memory, limits, beam, 0.6, "gnmt", 1, 0)
+        ids, _ = beam_search(model, memory, limits, beam, 0.6, "gnmt", 1, 0, NO_MIN)
     assert [len(_tokens(row)) for row in ids.numpy()[:, 0]] == [1, 5, 3]
     assert model.rows == [3 * beam] * 2 + [2 * beam] * 2 + [beam] * 2
 
@@ -166,7 +170,8 @@ D = DecodingOptions()
 
 def greedy(model, memory, limits, choose=None, alpha=D.length_penalty,
            no_repeat_ngram_size=D.no_repeat_ngram_size):
-    return search(model, memory, limits, choose, alpha, D.length_penalty_mode, no_repeat_ngram_size)
+    return search(model, memory, limits, choose, alpha, D.length_penalty_mode, no_repeat_ngram_size,
+                  NO_MIN)
 
 
 def sample(model, memory, limits, topk=D.sampling_topk, temperature=D.sampling_temperature,
@@ -191,7 +196,7 @@ def test_no_repeat_ngram_size_stops_a_loop_in_beam_and_greedy_search(n):
         loops, _ = _decode(model, [12], beam=beam, alpha=1.0)
         assert _repeats(_tokens(loops.numpy()[0, 0]), n)
         ids, _ = beam_search(model, {"x": tf.zeros([1, 1])}, tf.constant([12]), beam, 1.0,
-                             "gnmt", beam, n)
+                             "gnmt", beam, n, NO_MIN)
         for hypothesis in ids.numpy()[0]:
             assert not _repeats(_tokens(hypothesis), n), (beam, hypothesis)
     loops, _ = greedy(model, {"x": tf.zeros([1, 1])}, tf.constant([12]))
@@ -308,7 +313,7 @@ def test_min_decode_length_holds_eos_back_in_every_search(min_length):
     np.testing.assert_allclose(scores.numpy()[0, 0], log_prob, rtol=1e-5)
     for beam in (1, 3):
         ids, scores = beam_search(model, memory, tf.constant([12]), beam, 0.0, "gnmt", beam, 0,
-                                  min_length=min_length)
+                                  min_length)
         # The best is the greedy path here; every hypothesis has min_length tokens or more.
         assert _tokens(ids.numpy()[0, 0]) == expected
         np.testing.assert_allclose(scores.numpy()[0, 0], log_prob, rtol=1e-5)
@@ -321,7 +326,7 @@ def test_min_decode_length_holds_eos_back_in_every_search(min_length):
 def test_the_length_limit_wins_over_min_decode_length():
     # A limit of 3 tokens (eos included) leaves room for 2 before the forced eos.
     ids, _ = beam_search(TableModel(EAGER_EOS), {"x": tf.zeros([2, 1])}, tf.constant([3, 12]),
-                         2, 0.0, "gnmt", 1, 0, min_length=5)
+                         2, 0.0, "gnmt", 1, 0, 5)
     assert [len(_tokens(row)) for row in ids.numpy()[:, 0]] == [2, 5]
 
 

@@ -204,7 +204,14 @@ def run():
             if start is not None:
                 timed.append(progress.now() - start)
     runs_lib.restore_test_data(root, runs_lib.plan(root, spec["systems"], spec["seeds"]), scoring)
-    report = report_lib.write(root, spec)
+    _print_summary(root, report_lib.write(root, spec))
+    if failed:
+        raise UserError(f"{len(failed)} run(s) failed: {', '.join(failed)} (the lines above say "
+                        "why); run the same command again once fixed: the others are kept")
+
+
+def _print_summary(root, report):
+    """Where the report is, and each system's mean BLEU on each split."""
     done = sum(entry["status"] == "complete" for entry in report["runs"])
     print(f"{os.path.join(root, 'report.md')}: {done} of {len(report['runs'])} runs complete")
     for split in report["test_splits"]:
@@ -217,6 +224,3 @@ def run():
             if row["bleu_mean"] is not None:
                 print(f"  {split} {name}: BLEU {row['bleu_mean']:.2f} ± {row['bleu_std']:.2f} "
                       f"({row['runs']} runs)")
-    if failed:
-        raise UserError(f"{len(failed)} run(s) failed: {', '.join(failed)} (the lines above say "
-                        "why); run the same command again once fixed: the others are kept")

@@ -73,7 +73,7 @@ def wide_top_k(x, k, chunk=64):
     return values, tf.gather(best, position // chunk, batch_dims=1) * chunk + position % chunk
 
 
-def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size, min_length=0):
+def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size, min_length):
     """One step of N hypotheses: (log p(next token) float32 [N, V], the model's new state).
 
     `ids` int32 [N, t] are the tokens so far (bos not included). What no hypothesis may choose
@@ -84,10 +84,10 @@ def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size,
     if no_repeat_ngram_size:
         def ban(vocab):
             return repeated_ngram_tokens(ids, no_repeat_ngram_size, vocab)
-    return step_log_probs(model, last, time, state, memory, limit, ban, min_length)
+    return step_log_probs(model, last, time, state, memory, limit, min_length, ban)
 
 
-def step_log_probs(model, last, time, state, memory, limit, ban=None, min_length=0):
+def step_log_probs(model, last, time, state, memory, limit, min_length, ban=None):
     """(log p(next token) float32 [N, V], the model's new state) after the tokens `last` [N].
     At NEG_INF: pad and bos; what `ban(V)` (bool [N, V]) marks; at its length limit `limit`
     [N], every token but eos; before `min_length` tokens (--min_decode_length), eos, unless
@@ -297,7 +297,7 @@ class _Beam:
 
 
 def beam_search(model, memory, max_length, beam_size, alpha, penalty_mode, n_best,
-                no_repeat_ngram_size, alignments=False, min_length=0):
+                no_repeat_ngram_size, min_length, alignments=False):
     """Decodes a batch.
 
     Args:

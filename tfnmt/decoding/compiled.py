@@ -53,7 +53,7 @@ def _write(ids, time, token):
     return tf.where(at, token[..., None], ids)
 
 
-def greedy(model, memory, max_length, steps, alpha, penalty_mode, min_length=0):
+def greedy(model, memory, max_length, steps, alpha, penalty_mode, min_length):
     """sampling.search with `choose=None`: (ids int32 [B, 1, steps], scores float32 [B, 1])."""
     batch = tf.shape(max_length)[0]
     memory, shared = split_shared(model.decoding_memory(memory))
@@ -61,7 +61,7 @@ def greedy(model, memory, max_length, steps, alpha, penalty_mode, min_length=0):
 
     def body(time, ids, scores, done, state):
         log_probs, state = step_log_probs(model, _last_tokens(ids, time), time, state, rows,
-                                          max_length, min_length=min_length)
+                                          max_length, min_length)
         token = tf.where(done, PAD_ID, tf.argmax(log_probs, axis=-1, output_type=tf.int32))
         chosen = tf.where(done, 0.0, tf.gather(log_probs, token, batch_dims=1))
         return (time + 1, _write(ids, time, token), scores + chosen,
@@ -80,7 +80,7 @@ def greedy(model, memory, max_length, steps, alpha, penalty_mode, min_length=0):
 
 
 def beam(model, memory, max_length, steps, beam_size, alpha, penalty_mode, n_best,
-         min_length=0):
+         min_length):
     """beam_search.beam_search without alignments or n-gram bans: (ids int32 [B, n_best,
     steps], scores float32 [B, n_best])."""
     K, batch = beam_size, tf.shape(max_length)[0]
@@ -91,7 +91,7 @@ def beam(model, memory, max_length, steps, beam_size, alpha, penalty_mode, n_bes
     def body(time, alive_scores, alive_ids, finished_scores, finished_ids, done, state):
         ids = tf.reshape(alive_ids, [batch * K, steps])
         log_probs, state = step_log_probs(model, _last_tokens(ids, time), time, state, rows,
-                                          limits, min_length=min_length)
+                                          limits, min_length)
         vocab = tf.shape(log_probs)[1]
         candidates = tf.reshape(tf.reshape(alive_scores, [-1, 1]) + log_probs, [batch, K * vocab])
         top_scores, top_index = wide_top_k(candidates, 2 * K)

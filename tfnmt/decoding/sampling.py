@@ -50,7 +50,7 @@ def sampler(topk, temperature, seed):
 
 
 def search(model, memory, max_length, choose, alpha, penalty_mode, no_repeat_ngram_size,
-           min_length=0):
+           min_length):
     """One translation per sentence, token by token.
 
     Args:

@@ -50,7 +50,7 @@ class BeamSearch(Search):
         o = self.options
         return beam_search(model, memory, self.limits(source_lengths), o.beam_size,
                            o.length_penalty, o.length_penalty_mode, n_best,
-                           o.no_repeat_ngram_size, alignments, o.min_decode_length)
+                           o.no_repeat_ngram_size, o.min_decode_length, alignments)
 
 
 class Compiled(Search):
