@@ -75,11 +75,13 @@ CASES = {
     "Aggregation": (Aggregation, dict(ffn_dim=6), ([x(B, T, D), x(B, T, D), x(B, T, D)],), {},
                     (B, T, D), {}),
     "LinearCombination": (LinearCombination, {}, ([x(B, T, D), x(B, T, D)],), {}, (B, T, D), {}),
-    **{f"LayerAggregation-{strategy}": (
-        LayerAggregation, dict(strategy=strategy, num_layers=3, ffn_dim=6), (x(B, T, D),), {},
+    **{f"LayerAggregation-{strategy}" + ("-layer_norm" if norm == "layer" else ""): (
+        LayerAggregation, dict(strategy=strategy, num_layers=3, ffn_dim=6, dense_norm=norm),
+        (x(B, T, D),), {},
         # run() returns (stack output, [H^1, H^2, H^3]).
         [(B, T, D)] * 4, dict(call=_run_stack))
-       for strategy in ("none", "dense", "linear", "iterative", "hierarchical")},
+       for strategy, norm in (("none", "none"), ("dense", "none"), ("dense", "layer"),
+                              ("linear", "none"), ("iterative", "none"), ("hierarchical", "none"))},
     "MultiHeadAttention": (MultiHeadAttention, dict(num_heads=2, dropout=0.1), (x(B, T, D),),
                            dict(value=x(B, S, D), allowed=MEMORY_ALLOWED), (B, T, D), KEY_BIAS),
     "MultiHeadAttention-cache": (
