@@ -97,7 +97,7 @@ CASES = {
                 {}, (B, S, D), {}),
     "SummaryLayer": (SummaryLayer, dict(width=D, kernel_size=2, causal=True, dropout_in=0.1),
                      (x(B, S, 6),), {}, (B, S, D), {}),
-    "MultiStepAttention": (MultiStepAttention, dict(embed_dim=D),
+    "MultiStepAttention": (MultiStepAttention, dict(embed_dim=D, scale_context=True),
                            (x(B, T, 6), x(B, T, D), x(B, S, D), x(B, S, D), SOURCE_MASK), {},
                            (B, T, D), dict(call=_multi_step_attention)),
     "ConvSentenceEncoder-small_filters": (

@@ -59,17 +59,23 @@ class MultiStepAttention(Configured, keras.layers.Layer):
     """ConvS2S's per-layer attention (Gehring et al. 2017; fig. 3a of paper 000).
 
     q = (W x + g) * sqrt(0.5) with g the target embedding, a = softmax(q z^T), c = a (z + e).
-    Following the spec sheet the context is not rescaled by sqrt(source length) as fairseq does.
+    With `scale_context`, c is multiplied by sqrt(S), S the sentence's source length without
+    padding (Gehring et al. sec. 3.4, fairseq's s * sqrt(1/s)): a weighted average of S vectors
+    has about 1/S of their variance when the weights are uniform.
     """
 
-    def __init__(self, embed_dim, **kwargs):
+    def __init__(self, embed_dim, scale_context, **kwargs):
         super().__init__(**kwargs)
-        self.set_config(embed_dim=embed_dim)
+        self.set_config(embed_dim=embed_dim, scale_context=bool(scale_context))
         self.query = WeightNormDense(embed_dim, name="query")
 
     def call(self, x, g, memory):
-        return attend((self.query(x) + g) * HALF, memory["keys"], memory["values"], memory["mask"],
-                      self)
+        context = attend((self.query(x) + g) * HALF, memory["keys"], memory["values"],
+                         memory["mask"], self)
+        if not self.scale_context:
+            return context
+        length = tf.reduce_sum(tf.cast(memory["mask"], context.dtype), axis=-1)
+        return context * tf.sqrt(length)[:, None, None]
 
 
 # What the DenseNMT and ConvS2S encoders and decoders both read.
@@ -87,6 +93,13 @@ HPARAMS = {
                             bounds=">= 1"),
 }
 STACKS = ("dense", "residual")
+
+
+def scale_gradient(x, factor):
+    """x in the forward pass (exactly: x + 0), its gradient times `factor` in the backward one
+    (fairseq's GradMultiply); plain ops, so exports and XLA see an identity."""
+    held = tf.stop_gradient(x)
+    return held + tf.cast(factor, x.dtype) * (x - held)
 
 
 def summary_after(layers, sumlen):
