@@ -89,9 +89,9 @@ CASES = {
         dict(cache={"key": x(B, 2, 2, 2), "value": x(B, 2, 2, 2)}),
         # (output, updated cache {"key", "value"} with one more position).
         [(B, 1, D), (B, 2, 3, 2), (B, 2, 3, 2)], {}),
-    "ConditionalGRUCell": (ConditionalGRUCell, dict(units=5, embed_dim=3), (x(B, 3 + 4), [x(B, 5)]),
-                           {}, [(B, 5), (B, 5)], {}),
-    "ConditionalGRUDecoder": (ConditionalGRUDecoder, dict(units=5, maxout_dim=3),
+    "ConditionalGRUCell": (ConditionalGRUCell, dict(units=5, embed_dim=3, form="appendix"),
+                           (x(B, 3 + 4), [x(B, 5)]), {}, [(B, 5), (B, 5)], {}),
+    "ConditionalGRUDecoder": (ConditionalGRUDecoder, dict(units=5, maxout_dim=3, form="groundhog"),
                               ((x(B, T, 6), x(B, 7)),), {}, (B, T, 3), {}),
     "GLUConv": (GLUConv, dict(width=D, kernel_size=3, causal=True, dropout_in=0.1), (x(B, S, 6),),
                 {}, (B, S, D), {}),

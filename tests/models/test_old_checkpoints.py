@@ -53,6 +53,7 @@ def test_a_config_json_with_a_renamed_hyper_parameter_reads_under_the_new_name()
     ("deep_transformer-pre_norm-hierarchical", {"dense_aggregation_norm": "layer"}),
     *[(name, dict(scale_context=False, scale_encoder_gradients=False, scale_values=False))
       for name in ("convs2s", "densenmt-residual-multistep")],
+    *[(name, {"decoder_gru_form": "appendix"}) for name in ("gru_encdec", "conv_encoder")],
 ])
 def test_a_config_json_from_before_a_hyper_parameter_reads_as_the_model_it_trained(name, added):
     # The paper's form became the default after these were trained with the other one.
