@@ -129,6 +129,8 @@ FORMS = [("configs/deep_representations/wmt14/dense.cfg", "dense_aggregation_nor
          ("configs/deep_representations/multi30k/dense.cfg", "dense_aggregation_norm", "layer"),
          *[("configs/densenmt/iwslt14/base-*.cfg", name, True) for name in FAIRSEQ_SCALINGS],
          *[("configs/densenmt/multi30k/base-*.cfg", name, False) for name in FAIRSEQ_SCALINGS],
+         ("configs/densenmt/iwslt14/*.cfg", "narrow_positions", True),
+         ("configs/densenmt/multi30k/*.cfg", "narrow_positions", False),
          ("configs/conv_encoder/wmt14/*.cfg", "decoder_gru_form", "groundhog"),
          ("configs/conv_encoder/multi30k/*.cfg", "decoder_gru_form", "appendix")]
 

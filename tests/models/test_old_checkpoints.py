@@ -51,8 +51,10 @@ def test_a_config_json_with_a_renamed_hyper_parameter_reads_under_the_new_name()
 
 @pytest.mark.parametrize("name,added", [
     ("deep_transformer-pre_norm-hierarchical", {"dense_aggregation_norm": "layer"}),
-    *[(name, dict(scale_context=False, scale_encoder_gradients=False, scale_values=False))
+    *[(name, dict(scale_context=False, scale_encoder_gradients=False, scale_values=False,
+                  narrow_positions=False))
       for name in ("convs2s", "densenmt-residual-multistep")],
+    ("densenmt-summaries-dense1", {"narrow_positions": False}),
     *[(name, {"decoder_gru_form": "appendix"}) for name in ("gru_encdec", "conv_encoder")],
 ])
 def test_a_config_json_from_before_a_hyper_parameter_reads_as_the_model_it_trained(name, added):

@@ -19,6 +19,7 @@ reads a window made of its cached last k-1 inputs and the new position.
 
 import tensorflow as tf
 
+from tfnmt.layers.conv_blocks import ADDED as EMBEDDER_ADDED
 from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder,
                                       MultiStepAttention, SummaryLayer, scale_gradient,
                                       summary_after)
@@ -46,7 +47,8 @@ class ConvDecoder(Decoder):
                "scale_values": HParam(True, "multistep attention: values (z + e) times sqrt(0.5)"),
                **HPARAMS}
     # Model directories trained before these flags ran multistep attention without the scalings.
-    ADDED = {"scale_context": False, "scale_encoder_gradients": False, "scale_values": False}
+    ADDED = {"scale_context": False, "scale_encoder_gradients": False, "scale_values": False,
+             **EMBEDDER_ADDED}
 
     @classmethod
     def declared_behind(cls, encoder, declared):

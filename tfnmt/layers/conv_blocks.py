@@ -91,7 +91,12 @@ HPARAMS = {
     "dropout": DROPOUT.but(default=0.2, help="dropout on embeddings and layer inputs"),
     "max_positions": HParam(1024, "learned positions; later positions reuse the last one",
                             bounds=">= 1"),
+    "narrow_positions": HParam(True, "position tables --table_dim wide, each with its own linear "
+                                     "map to embed_dim, as the DenseNMT authors' released code; "
+                                     "false = embed_dim wide"),
 }
+# Model directories trained before --narrow_positions had embed_dim-wide position tables.
+ADDED = {"narrow_positions": False}
 STACKS = ("dense", "residual")
 
 
@@ -112,9 +117,10 @@ def summary_after(layers, sumlen):
 
 class LearnedEmbedder(Part):
     """Token embeddings (a `table_dim`-wide table projected to `embed_dim` when narrower) plus
-    learned positions (positions past `max_positions` reuse the last one), then dropout.
+    learned positions (positions past `max_positions` reuse the last one), then dropout. With
+    `narrow_positions` the position table is `table_dim` wide too, with its own projection.
     `side` names its layers: {side}_embedding, {side}_embedding_projection,
-    {side}_position_embedding."""
+    {side}_position_embedding, {side}_position_projection."""
 
     def __init__(self, hparams, side, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)
@@ -125,11 +131,14 @@ class LearnedEmbedder(Part):
         init = keras.initializers.RandomNormal(stddev=0.1)
         self.embedding = keras.layers.Embedding(vocab_size, self.table_dim, name=f"{side}_embedding",
                                                 embeddings_initializer=init)
+        narrow = h["narrow_positions"] and self.table_dim != embed_dim
         self.position_embedding = keras.layers.Embedding(
-            self.max_positions, embed_dim, name=f"{side}_position_embedding",
-            embeddings_initializer=init)
+            self.max_positions, self.table_dim if narrow else embed_dim,
+            name=f"{side}_position_embedding", embeddings_initializer=init)
         self.projection = (None if self.table_dim == embed_dim else keras.layers.Dense(
             embed_dim, use_bias=False, name=f"{side}_embedding_projection"))
+        self.position_projection = (keras.layers.Dense(
+            embed_dim, use_bias=False, name=f"{side}_position_projection") if narrow else None)
         self.dropout = keras.layers.Dropout(h["dropout"])
 
     def embed(self, ids, offset=0, training=False):
@@ -137,4 +146,7 @@ class LearnedEmbedder(Part):
         if self.projection is not None:
             x = self.projection(x)
         index = tf.minimum(tf.range(tf.shape(ids)[1]) + offset, self.max_positions - 1)
-        return self.dropout(x + self.position_embedding(index)[None], training=training)
+        positions = self.position_embedding(index)
+        if self.position_projection is not None:
+            positions = self.position_projection(positions)
+        return self.dropout(x + positions[None], training=training)
