@@ -89,7 +89,7 @@ def unit_norm(x):  # no gain or bias: dense connection adds no parameters
 
 
 @pytest.mark.parametrize("dense_norm,norm", [("none", lambda x: x), ("layer", unit_norm)])
-def test_dense_connection_is_equation_4(dense_norm, norm):
+def test_dense_connection_feeds_each_sum_to_the_next_layer_with_either_norm(dense_norm, norm):
     _, output, layer_states, fed, _ = run_stack("dense", 4, dense_norm=dense_norm)
     raw = [x.numpy() for x in states(4)]
     expected = []
