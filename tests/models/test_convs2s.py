@@ -47,7 +47,7 @@ def test_decoder_is_causal_and_source_padding_is_masked():
     np.testing.assert_allclose(a, c, atol=1e-5)
 
 
-# --- fairseq's scalings (Gehring et al. 2017, sec. 3.4; fairseq's fconv) ---------------------------
+# --- fairseq's scalings (Gehring et al. 2017, sec. 3.4; fairseq's fconv) -------------------------
 OFF = dict(scale_context=False, scale_encoder_gradients=False, scale_values=False)
 
 

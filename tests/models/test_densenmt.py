@@ -197,8 +197,10 @@ def test_narrow_positions_are_table_dim_wide_with_their_own_projection():
     assert wide.count_params() - narrow.count_params() == 2 * (1024 * 16 - 1024 * 4 - 4 * 16)
     ids = tf.constant([[5, 6, 7]])
     tokens = embedder.embedding(ids).numpy() @ embedder.projection.kernel.numpy()
-    positions = embedder.position_embedding.embeddings.numpy()[:3] @ embedder.position_projection.kernel.numpy()
-    np.testing.assert_allclose(embedder.embed(ids).numpy(), tokens + positions[None], rtol=1e-5, atol=1e-6)
+    positions = (embedder.position_embedding.embeddings.numpy()[:3]
+                 @ embedder.position_projection.kernel.numpy())
+    np.testing.assert_allclose(embedder.embed(ids).numpy(), tokens + positions[None], rtol=1e-5,
+                               atol=1e-6)
     # With tables as wide as the model there is nothing to narrow.
     assert make().encoder.embedder.position_projection is None
 

@@ -1,8 +1,8 @@
 """The decoder of Cho et al. 2014 over a fixed-length source encoding c (no attention; layers/
 conditional_gru_decoder.py): s_0 = tanh(V c), s_t = GRU(y_{t-1}, s_{t-1}, c) with c in both
-gates and in the candidate (`--decoder_gru_form`: GroundHog's or the appendix's), o_t = maxout(O [s_t; y_{t-1}; c]),
-p(y_t) = softmax(G_l G_r o_t), where G_r maps o_t to `embed_dim` and G_l to the vocabulary
-(Cho et al.'s rank-`embed_dim` output matrix).
+gates and in the candidate (`--decoder_gru_form`: GroundHog's or the appendix's),
+o_t = maxout(O [s_t; y_{t-1}; c]), p(y_t) = softmax(G_l G_r o_t), where G_r maps o_t to
+`embed_dim` and G_l to the vocabulary (Cho et al.'s rank-`embed_dim` output matrix).
 
     decode(memory, target_in [B, T], training) -> logits [B, T, V]
     initial_state(memory) -> {"state": s [N, hidden_dim]}
