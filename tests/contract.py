@@ -30,7 +30,8 @@ TINY = {
     "ctc_nat": _ATTENTIONAL,
     "densenmt": dict(encoder_layers=2, decoder_layers=2, embed_dim=16, hidden_dim=12,
                      growth_rate=8, attention_dim=10, attention="dense2", dropout=0.0),
-    "convs2s": dict(encoder_layers=2, decoder_layers=2, embed_dim=16, hidden_dim=12, dropout=0.0),
+    "convs2s": dict(encoder_layers=2, decoder_layers=2, embed_dim=16, hidden_dim=12, dropout=0.0,
+                    table_dim=8),  # narrower tables: the projections and narrow positions run too
     "deeplau": dict(_RECURRENT, encoder_layers=2, decoder_layers=2, attention_dim=6,
                     output_dropout=0.0),
     "deepgru": dict(_RECURRENT, encoder_layers=2, decoder_layers=2, attention_dim=6,

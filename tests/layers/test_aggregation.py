@@ -57,10 +57,10 @@ def test_linear_combination_is_equation_5():
     np.testing.assert_allclose(out, sum(x.numpy() @ w[l] for l, x in enumerate(inputs)), rtol=1e-5, atol=1e-5)
 
 
-def run_stack(strategy, num_layers, seed=0):
+def run_stack(strategy, num_layers, seed=0, dense_norm="none"):
     """Runs a LayerAggregation over layers whose outputs are fixed tensors (they ignore their
     input), so that any gradient reaching H^l comes from the aggregation itself."""
-    aggregation = LayerAggregation(strategy, num_layers, 12)
+    aggregation = LayerAggregation(strategy, num_layers, 12, dense_norm)
     offsets = [tf.Variable(x) for x in states(num_layers, seed)]
     fed = []
 
@@ -84,23 +84,46 @@ def test_each_strategy_keeps_the_shape_and_its_output_uses_every_layer(strategy,
     assert reached == ([False] * (num_layers - 1) + [True] if strategy == "none" else [True] * num_layers)
 
 
-def test_dense_connection_is_equation_4():
-    _, output, layer_states, fed, _ = run_stack("dense", 4)
+def unit_norm(x):  # no gain or bias: dense connection adds no parameters
+    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-6)
+
+
+@pytest.mark.parametrize("dense_norm,norm", [("none", lambda x: x), ("layer", unit_norm)])
+def test_dense_connection_feeds_each_sum_to_the_next_layer_with_either_norm(dense_norm, norm):
+    _, output, layer_states, fed, _ = run_stack("dense", 4, dense_norm=dense_norm)
     raw = [x.numpy() for x in states(4)]
     expected = []
-    def layer_norm(x):  # no gain or bias: dense connection adds no parameters
-        return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-6)
-
     for l in range(4):
-        # H^l = LN(Layer(H^{l-1}) + sum_{i<l} H^i); the first layer has nothing to add
-        expected.append(layer_norm(raw[l] + sum(expected)) if l else raw[l])
+        # H^l = norm(Layer(H^{l-1}) + sum_{i<l} H^i); the first layer has nothing to add
+        expected.append(norm(raw[l] + sum(expected)) if l else raw[l])
         np.testing.assert_allclose(layer_states[l].numpy(), expected[l], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(fed[3][3].numpy(), expected[2], rtol=1e-4, atol=1e-5)  # the backbone carries H^l
     np.testing.assert_allclose(output.numpy(), expected[3], rtol=1e-4, atol=1e-5)
 
 
+def test_dense_connection_with_norm_none_is_the_literal_equation_4():
+    # H^l = Layer(H^{l-1}) + sum_{i<l} H^i, as printed: H^3 = L3 + H^2 + H^1 = L3 + L2 + 2 L1.
+    _, output, layer_states, _, _ = run_stack("dense", 3, dense_norm="none")
+    l1, l2, l3 = (x.numpy() for x in states(3))
+    np.testing.assert_allclose(layer_states[1].numpy(), l2 + l1, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(output.numpy(), l3 + l2 + 2 * l1, rtol=1e-5, atol=1e-5)
+
+
+def test_dense_connection_with_norm_layer_normalises_each_sum_without_parameters():
+    aggregation, output, layer_states, _, _ = run_stack("dense", 3, dense_norm="layer")
+    l1, l2, l3 = (x.numpy() for x in states(3))
+    h2 = unit_norm(l2 + l1)
+    np.testing.assert_allclose(output.numpy(), unit_norm(l3 + h2 + l1), rtol=1e-4, atol=1e-5)
+    assert aggregation.weights == []
+
+
+def test_the_dense_norm_is_refused_when_unknown():
+    with pytest.raises(ValueError, match="dense_norm"):
+        LayerAggregation("dense", 3, 12, "batch")
+
+
 def test_iterative_aggregation_is_equation_6_and_leaves_the_backbone_alone():
-    aggregation = LayerAggregation("iterative", 4, 12)
+    aggregation = LayerAggregation("iterative", 4, 12, "none")
     aggregation.build((B, T, D))
     randomise(aggregation)
     raw, fed = states(4), []
@@ -123,7 +146,7 @@ def test_iterative_aggregation_is_equation_6_and_leaves_the_backbone_alone():
                                              (2, [[0, 1]])])
 def test_hierarchical_tree_feeds_each_node_back_into_the_backbone(num_layers, tree):
     assert hierarchical_nodes(num_layers) == tree
-    aggregation = LayerAggregation("hierarchical", num_layers, 12)
+    aggregation = LayerAggregation("hierarchical", num_layers, 12, "none")
     aggregation.build((B, T, D))
     randomise(aggregation)
     # Node i merges its layers and, from the second on, the node before it.

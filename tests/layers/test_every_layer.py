@@ -75,11 +75,13 @@ CASES = {
     "Aggregation": (Aggregation, dict(ffn_dim=6), ([x(B, T, D), x(B, T, D), x(B, T, D)],), {},
                     (B, T, D), {}),
     "LinearCombination": (LinearCombination, {}, ([x(B, T, D), x(B, T, D)],), {}, (B, T, D), {}),
-    **{f"LayerAggregation-{strategy}": (
-        LayerAggregation, dict(strategy=strategy, num_layers=3, ffn_dim=6), (x(B, T, D),), {},
+    **{f"LayerAggregation-{strategy}" + ("-layer_norm" if norm == "layer" else ""): (
+        LayerAggregation, dict(strategy=strategy, num_layers=3, ffn_dim=6, dense_norm=norm),
+        (x(B, T, D),), {},
         # run() returns (stack output, [H^1, H^2, H^3]).
         [(B, T, D)] * 4, dict(call=_run_stack))
-       for strategy in ("none", "dense", "linear", "iterative", "hierarchical")},
+       for strategy, norm in (("none", "none"), ("dense", "none"), ("dense", "layer"),
+                              ("linear", "none"), ("iterative", "none"), ("hierarchical", "none"))},
     "MultiHeadAttention": (MultiHeadAttention, dict(num_heads=2, dropout=0.1), (x(B, T, D),),
                            dict(value=x(B, S, D), allowed=MEMORY_ALLOWED), (B, T, D), KEY_BIAS),
     "MultiHeadAttention-cache": (
@@ -87,15 +89,15 @@ CASES = {
         dict(cache={"key": x(B, 2, 2, 2), "value": x(B, 2, 2, 2)}),
         # (output, updated cache {"key", "value"} with one more position).
         [(B, 1, D), (B, 2, 3, 2), (B, 2, 3, 2)], {}),
-    "ConditionalGRUCell": (ConditionalGRUCell, dict(units=5, embed_dim=3), (x(B, 3 + 4), [x(B, 5)]),
-                           {}, [(B, 5), (B, 5)], {}),
-    "ConditionalGRUDecoder": (ConditionalGRUDecoder, dict(units=5, maxout_dim=3),
+    "ConditionalGRUCell": (ConditionalGRUCell, dict(units=5, embed_dim=3, form="appendix"),
+                           (x(B, 3 + 4), [x(B, 5)]), {}, [(B, 5), (B, 5)], {}),
+    "ConditionalGRUDecoder": (ConditionalGRUDecoder, dict(units=5, maxout_dim=3, form="groundhog"),
                               ((x(B, T, 6), x(B, 7)),), {}, (B, T, 3), {}),
     "GLUConv": (GLUConv, dict(width=D, kernel_size=3, causal=True, dropout_in=0.1), (x(B, S, 6),),
                 {}, (B, S, D), {}),
     "SummaryLayer": (SummaryLayer, dict(width=D, kernel_size=2, causal=True, dropout_in=0.1),
                      (x(B, S, 6),), {}, (B, S, D), {}),
-    "MultiStepAttention": (MultiStepAttention, dict(embed_dim=D),
+    "MultiStepAttention": (MultiStepAttention, dict(embed_dim=D, scale_context=True),
                            (x(B, T, 6), x(B, T, D), x(B, S, D), x(B, S, D), SOURCE_MASK), {},
                            (B, T, D), dict(call=_multi_step_attention)),
     "ConvSentenceEncoder-small_filters": (

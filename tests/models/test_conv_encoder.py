@@ -43,8 +43,8 @@ def conv_model(kind, **overrides):
     return model
 
 
-def gru_model():
-    model = catalog.get("gru_encdec")(50, 60, **DECODER)
+def gru_model(**overrides):
+    model = catalog.get("gru_encdec")(50, 60, **dict(DECODER, **overrides))
     model.build_with_dummy_batch()
     return model
 
@@ -315,8 +315,17 @@ def test_gru_baseline_encoding_is_tanh_v_of_the_last_encoder_state():
     np.testing.assert_allclose(model.encode(source)["encoding"].numpy(), c, atol=1e-5)
 
 
-def test_decoder_is_cho_et_al_appendix_a12_with_c_in_the_gates_and_under_the_reset():
-    model = gru_model()
+CANDIDATES = {
+    # Cho et al. 2014, appendix A.1.2 as printed: the reset gate over U s and C c.
+    "appendix": lambda y, s, c, r, W, U, C, b: np.tanh(y @ W + r * (s @ U + c @ C) + b),
+    # GroundHog, which paper 004 ran: c beside the input, the reset gate on s before U.
+    "groundhog": lambda y, s, c, r, W, U, C, b: np.tanh(y @ W + c @ C + (r * s) @ U + b),
+}
+
+
+@pytest.mark.parametrize("form", sorted(CANDIDATES))
+def test_decoder_is_cho_et_al_with_c_in_the_gates_and_the_candidate_of_its_form(form):
+    model = gru_model(decoder_gru_form=form)
     random_weights(model, seed=2)
     memory = model.encode(SOURCE)
     c = memory["encoding"].numpy()
@@ -330,7 +339,7 @@ def test_decoder_is_cho_et_al_appendix_a12_with_c_in_the_gates_and_under_the_res
     bz, br, bh = np.split(d.cell.bias.numpy(), 3)
     z = sigmoid(y @ Wz + s0 @ Uz + c @ Cz + bz)
     r = sigmoid(y @ Wr + s0 @ Ur + c @ Cr + br)
-    candidate = np.tanh(y @ W + r * (s0 @ U + c @ C) + bh)
+    candidate = CANDIDATES[form](y, s0, c, r, W, U, C, bh)
     s1 = z * s0 + (1 - z) * candidate
     pieces = np.concatenate([s1, y, c], axis=1) @ d.readout.kernel.numpy() + d.readout.bias.numpy()
     o = pieces.reshape(2, 6, 2).max(axis=-1)  # maxout over pairs
@@ -340,6 +349,16 @@ def test_decoder_is_cho_et_al_appendix_a12_with_c_in_the_gates_and_under_the_res
     step_logits, state = model.step(ids, 0, model.initial_state(memory), memory)
     np.testing.assert_allclose(state["state"].numpy(), s1, atol=1e-5)
     np.testing.assert_allclose(step_logits.numpy(), logits, atol=1e-4)
+
+
+def test_the_two_decoder_forms_differ_on_the_same_weights_and_groundhog_is_the_default():
+    appendix, groundhog = gru_model(decoder_gru_form="appendix"), gru_model()
+    assert groundhog.hparams["decoder_gru_form"] == "groundhog"
+    random_weights(appendix, seed=4)
+    groundhog.set_weights(appendix.get_weights())
+    inputs = {"source": SOURCE, "target_in": TARGET_IN}
+    difference = np.abs(appendix(inputs).numpy() - groundhog(inputs).numpy()).max()
+    assert difference > 1e-2, difference
 
 
 def test_bad_choices_are_config_errors():

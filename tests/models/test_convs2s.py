@@ -47,6 +47,66 @@ def test_decoder_is_causal_and_source_padding_is_masked():
     np.testing.assert_allclose(a, c, atol=1e-5)
 
 
+# --- fairseq's scalings (Gehring et al. 2017, sec. 3.4; fairseq's fconv) -------------------------
+OFF = dict(scale_context=False, scale_encoder_gradients=False, scale_values=False)
+
+
+def test_the_three_scalings_are_on_by_default():
+    model = make()
+    assert all(model.hparams[name] for name in OFF)
+
+
+def test_the_attention_output_is_scaled_by_the_square_root_of_the_real_source_length():
+    from tfnmt.layers.conv_blocks import MultiStepAttention
+    rng = np.random.default_rng(0)
+    x, g = (rng.normal(size=(2, 3, d)).astype(np.float32) for d in (6, 4))
+    keys, values = (rng.normal(size=(2, 5, 4)).astype(np.float32) for _ in range(2))
+    mask = np.array([[True] * 5, [True] * 2 + [False] * 3])
+    memory = {"keys": tf.constant(keys), "values": tf.constant(values), "mask": tf.constant(mask)}
+    for scale in (True, False):
+        layer = MultiStepAttention(4, scale_context=scale)
+        out = layer(x, g, memory).numpy()
+        q = (layer.query(x).numpy() + g) * np.sqrt(0.5)
+        scores = np.where(mask[:, None], q @ keys.transpose(0, 2, 1), -np.inf)
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        context = (weights / weights.sum(-1, keepdims=True)) @ values
+        # fairseq: times s * sqrt(1/s) = sqrt(s), s the sentence's source length without padding
+        expected = context * (np.sqrt([5.0, 2.0])[:, None, None] if scale else 1.0)
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("scale", [True, False])
+def test_the_attention_values_are_z_plus_e_scaled_by_the_square_root_of_a_half(scale):
+    model = make(scale_values=scale)
+    encoded = model.encoder.encode(SOURCE)
+    memory = model.encode(SOURCE)
+    keep = (SOURCE.numpy() != 0)[:, :, None]
+    z = model.decoder.keys(encoded.outputs).numpy() * keep
+    np.testing.assert_allclose(memory["keys"].numpy(), z, atol=1e-6)
+    expected = (z + encoded.extras["embedded"].numpy() * keep) * (np.sqrt(0.5) if scale else 1.0)
+    np.testing.assert_allclose(memory["values"].numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_into_the_encoder_output_are_scaled_by_one_over_twice_the_attentions():
+    # Forward unchanged; every encoder convolution's gradient reaches it through z only, so it
+    # is 1 / (2 x 3 attention layers) of the unscaled one.
+    models = [make(scale_encoder_gradients=scale) for scale in (True, False)]
+    models[0].set_weights(models[1].get_weights())
+    weights = tf.constant(np.random.default_rng(1).normal(size=(2, 5, 60)), tf.float32)
+    logits, grads = [], []
+    for model in models:
+        with tf.GradientTape() as tape:
+            out = model({"source": SOURCE, "target_in": TARGET_IN})
+            objective = tf.reduce_sum(out * weights)
+        variables = [v for v in model.trainable_variables if "encoder_conv" in v.path]
+        logits.append(out.numpy())
+        grads.append([g.numpy() for g in tape.gradient(objective, variables)])
+    np.testing.assert_array_equal(logits[0], logits[1])
+    assert grads[0]
+    for scaled, plain in zip(*grads):
+        np.testing.assert_allclose(scaled, plain / 6.0, rtol=1e-4, atol=1e-7)
+
+
 def test_convs2s_overfits_multi30k_pairs_and_the_export_translates_them(multi30k_dir, tmp_path):
     run = overfit_export_and_compare(
         str(tmp_path), multi30k_dir, "--model=convs2s", "--encoder_layers=2", "--decoder_layers=2",

@@ -35,18 +35,26 @@ def randomise(layer, seed=1):
 
 
 # --- aggregation ---------------------------------------------------------------------------------
-def test_dense_connection_keeps_a_deep_stack_normalised_and_adds_no_parameters():
+@pytest.mark.parametrize("norm,rms", [("layer", (0.5, 2.0)), ("none", (4.0, 100.0))])
+def test_dense_connection_adds_no_parameters_and_only_the_layer_norm_keeps_a_deep_stack_normalised(
+        norm, rms):
     sizes = dict(encoder_layers=6, decoder_layers=6, d_model=32, ffn_dim=64, num_heads=2, dropout=0.0)
     source = tf.constant(np.random.default_rng(0).integers(4, 200, (4, 12)), tf.int32)
     models = {}
     for aggregation in ("none", "dense"):
         model = catalog.get("deep_transformer")(200, 200, encoder_aggregation=aggregation,
-                                                 decoder_aggregation=aggregation, **sizes)
+                                                 decoder_aggregation=aggregation,
+                                                 dense_aggregation_norm=norm, **sizes)
         model.build_with_dummy_batch()
         models[aggregation] = model
     assert models["dense"].count_params() == models["none"].count_params()
     memory = models["dense"].encode(source)["outputs"].numpy()
-    assert 0.5 < np.sqrt((memory ** 2).mean()) < 2.0  # unnormalised, eq. 4 gives about 2^(L-2)
+    # Eq. 4 as printed (norm none) lets the sum grow about 2^(L-2) times a layer's output.
+    assert rms[0] < np.sqrt((memory ** 2).mean()) < rms[1]
+
+
+def test_dense_aggregation_follows_the_paper_by_default():
+    assert deep_transformer.DeepTransformer.HPARAMS["dense_aggregation_norm"].default == "none"
 
 
 # --- multi-layer attention -----------------------------------------------------------------------

@@ -183,6 +183,37 @@ def test_small_embeddings_are_projected_to_the_model_width():
     assert make().encoder.embedder.projection is None
 
 
+def test_narrow_positions_are_table_dim_wide_with_their_own_projection():
+    # The authors' released code: a position table as narrow as the token table, and its own
+    # linear map to the model width.
+    narrow, wide = make(table_dim=4), make(table_dim=4, narrow_positions=False)
+    assert narrow.hparams["narrow_positions"]
+    embedder = narrow.encoder.embedder
+    assert embedder.position_embedding.embeddings.shape == (1024, 4)
+    assert embedder.position_projection.kernel.shape == (4, 16)
+    assert wide.encoder.embedder.position_embedding.embeddings.shape == (1024, 16)
+    assert wide.encoder.embedder.position_projection is None
+    # Per side: 1024 x 16 -> 1024 x 4 + 4 x 16.
+    assert wide.count_params() - narrow.count_params() == 2 * (1024 * 16 - 1024 * 4 - 4 * 16)
+    ids = tf.constant([[5, 6, 7]])
+    tokens = embedder.embedding(ids).numpy() @ embedder.projection.kernel.numpy()
+    positions = (embedder.position_embedding.embeddings.numpy()[:3]
+                 @ embedder.position_projection.kernel.numpy())
+    np.testing.assert_allclose(embedder.embed(ids).numpy(), tokens + positions[None], rtol=1e-5,
+                               atol=1e-6)
+    # With tables as wide as the model there is nothing to narrow.
+    assert make().encoder.embedder.position_projection is None
+
+
+def test_the_paper_base_4l_at_embedding_64_has_its_narrow_positions(monkeypatch, capsys):
+    # 7,558,016 with 256-wide position tables; 2 x (1024 x 256 - 1024 x 64 - 64 x 256) fewer.
+    from conftest import REPO, run_cli
+    monkeypatch.chdir(REPO)
+    assert run_cli("info", "--flagfile=configs/densenmt/iwslt14/base-4l-e64.cfg") == 0
+    total = int(capsys.readouterr().out.split("total")[1].split()[0].replace(",", ""))
+    assert total == 7_558_016 - 2 * (1024 * 256 - 1024 * 64 - 64 * 256) == 7_197_568, total
+
+
 @pytest.mark.parametrize("bad", [dict(attention="dense3"), dict(encoder="sparse"),
                                  dict(decoder_layers=0)])
 def test_bad_switches_are_config_errors(bad):

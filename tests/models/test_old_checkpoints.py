@@ -47,3 +47,20 @@ def test_a_config_json_with_a_renamed_hyper_parameter_reads_under_the_new_name()
         assert "embedding_dim" in f.read()
     hparams = model_dir_lib.read_config(directory)["hparams"]
     assert hparams["table_dim"] == 8 and "embedding_dim" not in hparams
+
+
+@pytest.mark.parametrize("name,added", [
+    ("deep_transformer-pre_norm-hierarchical", {"dense_aggregation_norm": "layer"}),
+    *[(name, dict(scale_context=False, scale_encoder_gradients=False, scale_values=False,
+                  narrow_positions=False))
+      for name in ("convs2s", "densenmt-residual-multistep")],
+    ("densenmt-summaries-dense1", {"narrow_positions": False}),
+    *[(name, {"decoder_gru_form": "appendix"}) for name in ("gru_encdec", "conv_encoder")],
+])
+def test_a_config_json_from_before_a_hyper_parameter_reads_as_the_model_it_trained(name, added):
+    # The paper's form became the default after these were trained with the other one.
+    directory = os.path.join(OLD, name)
+    with open(model_dir_lib.config_path(directory)) as f:
+        assert not any(key in f.read() for key in added)
+    hparams = model_dir_lib.read_config(directory)["hparams"]
+    assert {key: hparams[key] for key in added} == added

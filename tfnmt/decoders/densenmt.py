@@ -19,8 +19,10 @@ reads a window made of its cached last k-1 inputs and the new position.
 
 import tensorflow as tf
 
+from tfnmt.layers.conv_blocks import ADDED as EMBEDDER_ADDED
 from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder,
-                                      MultiStepAttention, SummaryLayer, summary_after)
+                                      MultiStepAttention, SummaryLayer, scale_gradient,
+                                      summary_after)
 from tfnmt.layers.dense_attention import DenseAttention1, DenseAttention2
 from tfnmt.layers.hparams import ATTENTION_DIM, DECODER_LAYERS, HParam
 from tfnmt.layers.part import Decoder, register_decoder
@@ -35,7 +37,18 @@ class ConvDecoder(Decoder):
                "decoder": HParam("dense", "decoder stack", choices=STACKS),
                "attention": HParam("dense2", "attention", choices=ATTENTIONS),
                "attention_dim": ATTENTION_DIM.but(default=128, help="DenseAtt width (eq. 9/10)"),
+               # ConvS2S's (Gehring et al. 2017, sec. 3.4, as fairseq's fconv), for multistep
+               # attention: the BASE rows of paper 000 are that model.
+               "scale_context": HParam(True, "multistep attention: each context times "
+                                             "sqrt(source length without padding)"),
+               "scale_encoder_gradients": HParam(True, "multistep attention: gradients into the "
+                                                       "encoder output z times 1 / (2 x attention "
+                                                       "layers); the forward pass is unchanged"),
+               "scale_values": HParam(True, "multistep attention: values (z + e) times sqrt(0.5)"),
                **HPARAMS}
+    # Model directories trained before these flags ran multistep attention without the scalings.
+    ADDED = {"scale_context": False, "scale_encoder_gradients": False, "scale_values": False,
+             **EMBEDDER_ADDED}
 
     @classmethod
     def declared_behind(cls, encoder, declared):
@@ -57,7 +70,8 @@ class ConvDecoder(Decoder):
 
         def attention_layer(i):
             if attention == "multistep":
-                return MultiStepAttention(embed_dim, name=f"decoder_attention_{i}")
+                return MultiStepAttention(embed_dim, h["scale_context"],
+                                          name=f"decoder_attention_{i}")
             if attention == "dense1":
                 return DenseAttention1(h["attention_dim"], name=f"decoder_attention_{i}")
             return DenseAttention2(h["attention_dim"], encoder.memory_layers,
@@ -103,13 +117,20 @@ class ConvDecoder(Decoder):
         keep = tf.cast(mask, encoded.outputs.dtype)[:, :, None]
         memory = {"mask": mask}
         if self.keys is not None:
+            h = self.hparams
             z = self.keys(encoded.outputs) * keep
+            if h["scale_encoder_gradients"]:
+                # Every attention layer sends the encoder a gradient: fairseq keeps the sum at the
+                # scale of about half of one (the embeddings' own path e stays unscaled).
+                z = scale_gradient(z, 1.0 / (2 * len(self.attention)))
             embedded = encoded.extras.get("embedded")
             if embedded is not None and embedded.shape[-1] == z.shape[-1]:
-                z_plus_e = (z + embedded) * keep
+                values = (z + embedded) * keep
+                if h["scale_values"]:
+                    values = values * HALF  # the sum of two unit-variance terms back to one
             else:
-                z_plus_e = z
-            memory.update(keys=z, values=z_plus_e)
+                values = z
+            memory.update(keys=z, values=values)
         elif self.attention:
             memory["layers"] = [a.project_memory([l * keep for l in encoded.extras["layers"]],
                                                  encoded.extras["base"] * keep, mask)

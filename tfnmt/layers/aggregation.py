@@ -12,6 +12,9 @@ import tensorflow as tf
 from tfnmt.layers.configured import Configured
 
 STRATEGIES = ("none", "dense", "linear", "iterative", "hierarchical")
+# What dense connection does to each sum: nothing (eq. 4 as printed) or a layer normalisation
+# without gain or bias (`_normalize`).
+DENSE_NORMS = ("none", "layer")
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
@@ -85,12 +88,13 @@ class LayerAggregation(Configured, keras.layers.Layer):
     """Runs a stack of `num_layers` layers with one aggregation strategy:
 
     - none:         H^l = Layer(H^{l-1}); output H^L.
-    - dense:        H^l = LN(Layer(H^{l-1}) + sum_{i<l} H^i)  (eq. 4, addition keeps the width);
-                    output H^L. LN is a layer normalisation WITHOUT gain or bias: the paper's
-                    residual connections are each followed by layer normalisation (eq. 1), and
-                    dense connection "introduces no new parameters" (sec. 4). Eq. 4 read without it
-                    lets the sum grow about 2x per layer: at 6 layers and d 128 the stack output
-                    has RMS 28 and the tied softmax starts at a cross-entropy of 68 nats.
+    - dense:        H^l = Layer(H^{l-1}) + sum_{i<l} H^i  (eq. 4, addition keeps the width);
+                    output H^L. With `dense_norm="layer"` each sum is layer-normalised WITHOUT
+                    gain or bias, H^l = LN(...): eq. 4 as printed lets the sum grow about 2x per
+                    layer (at 6 layers and d 128 the stack output has RMS 28 and the tied softmax
+                    starts at a cross-entropy of 68 nats), and the paper's residual connections
+                    are each followed by layer normalisation (eq. 1) while dense connection
+                    "introduces no new parameters" (sec. 4).
     - linear:       output sum_l W_l H^l  (eq. 5); the backbone is unchanged.
     - iterative:    A^1 = H^1, A^l = AGG(H^l, A^{l-1})  (eq. 6); output A^L; backbone unchanged.
     - hierarchical: N^1 = AGG(H^1, H^2), N^i = AGG(H^{2i-1}, H^{2i}, N^{i-1}); each node is the
@@ -103,13 +107,16 @@ class LayerAggregation(Configured, keras.layers.Layer):
     entries. It returns (stack output, [H^1..H^L]), the latter for the layer-diversity loss.
     """
 
-    def __init__(self, strategy, num_layers, ffn_dim, **kwargs):
+    def __init__(self, strategy, num_layers, ffn_dim, dense_norm, **kwargs):
         super().__init__(**kwargs)
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown aggregation {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        if dense_norm not in DENSE_NORMS:
+            raise ValueError(f"unknown dense_norm {dense_norm!r}; choose one of {', '.join(DENSE_NORMS)}")
         if strategy != "none" and num_layers < 2:
             raise ValueError(f"{strategy} aggregation needs at least 2 layers, got {num_layers}")
-        self.set_config(strategy=strategy, num_layers=num_layers, ffn_dim=ffn_dim)
+        self.set_config(strategy=strategy, num_layers=num_layers, ffn_dim=ffn_dim,
+                        dense_norm=dense_norm)
 
     def build(self, input_shape):
         self.nodes = []
@@ -138,7 +145,9 @@ class LayerAggregation(Configured, keras.layers.Layer):
         for i in range(self.num_layers):
             h = layer_fn(i, inputs)
             if self.strategy == "dense" and outputs:
-                h = _normalize(h + tf.add_n(outputs))
+                h = h + tf.add_n(outputs)
+                if self.dense_norm == "layer":
+                    h = _normalize(h)
             outputs.append(h)
             if self.strategy == "iterative":
                 aggregate = h if i == 0 else self.nodes[i - 1]([h, aggregate])

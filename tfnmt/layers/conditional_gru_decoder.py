@@ -4,14 +4,17 @@ fixed-length sentence encoding c at every step, with a maxout deep output.
     s_0 = tanh(V c)
     z_t = σ(W_z y_{t-1} + U_z s_{t-1} + C_z c)
     r_t = σ(W_r y_{t-1} + U_r s_{t-1} + C_r c)
-    s~_t = tanh(W y_{t-1} + r_t ⊙ (U s_{t-1} + C c))
+    s~_t = tanh(W y_{t-1} + r_t ⊙ (U s_{t-1} + C c))      form "appendix"
+    s~_t = tanh(W y_{t-1} + C c + U (r_t ⊙ s_{t-1}))      form "groundhog"
     s_t = z_t ⊙ s_{t-1} + (1 - z_t) ⊙ s~_t
     o_t = maxout_2(O [s_t; y_{t-1}; c] + b_o)   (maxout_dim units, each the max of 2 inputs)
 
-c enters both gates and the candidate, and the decoder's reset gate applies to the recurrent
-AND the context term after their matrices, as the appendix prints it (the encoder's GRU, eq. 8
-of the main text, resets the state before its matrix). The gates and the candidate carry a
-bias (the paper writes none). The caller turns o_t into logits.
+c enters both gates and the candidate. "appendix" is the candidate as the appendix prints it:
+the reset gate applies to the recurrent AND the context term after their matrices.
+"groundhog" is what the GroundHog code of Cho et al. computes, which paper 004 ran: c joins
+the input and the reset gate applies to the state before U, as in the encoder's GRU (eq. 8 of
+the main text). Both have the same weights. The gates and the candidate carry a bias (the
+paper writes none). The caller turns o_t into logits.
 
 `call` (teacher forcing over [B, T]) and `step` (one position) run the same cell, so incremental
 decoding gives the teacher-forced outputs.
@@ -22,6 +25,8 @@ import tensorflow as tf
 
 from tfnmt.layers.configured import Configured
 
+FORMS = ("groundhog", "appendix")
+
 
 @keras.saving.register_keras_serializable(package="tfnmt")
 class ConditionalGRUCell(Configured, keras.layers.Layer):
@@ -29,9 +34,11 @@ class ConditionalGRUCell(Configured, keras.layers.Layer):
     The input is y and c concatenated (`embed_dim` tells where c starts), so the cell runs in
     `keras.layers.RNN` over a sequence of [y_{t-1}; c]."""
 
-    def __init__(self, units, embed_dim, **kwargs):
+    def __init__(self, units, embed_dim, form, **kwargs):
         super().__init__(**kwargs)
-        self.set_config(units=units, embed_dim=embed_dim)
+        if form not in FORMS:
+            raise ValueError(f"unknown form {form!r}; choose one of {', '.join(FORMS)}")
+        self.set_config(units=units, embed_dim=embed_dim, form=form)
         self.state_size = units
         self.output_size = units
 
@@ -50,9 +57,13 @@ class ConditionalGRUCell(Configured, keras.layers.Layer):
         y, c = inputs[:, : self.embed_dim], inputs[:, self.embed_dim:]
         from_y = tf.matmul(y, self.kernel) + self.bias
         from_c = tf.matmul(c, self.context_kernel)
-        from_s = tf.matmul(s, self.recurrent_kernel)
-        z, r = tf.split(tf.sigmoid(from_y[:, : 2 * u] + from_c[:, : 2 * u] + from_s[:, : 2 * u]), 2, axis=-1)
-        candidate = tf.tanh(from_y[:, 2 * u:] + r * (from_s[:, 2 * u:] + from_c[:, 2 * u:]))
+        from_s = tf.matmul(s, self.recurrent_kernel[:, : 2 * u])
+        z, r = tf.split(tf.sigmoid(from_y[:, : 2 * u] + from_c[:, : 2 * u] + from_s), 2, axis=-1)
+        U = self.recurrent_kernel[:, 2 * u:]
+        if self.form == "groundhog":
+            candidate = tf.tanh(from_y[:, 2 * u:] + from_c[:, 2 * u:] + tf.matmul(r * s, U))
+        else:
+            candidate = tf.tanh(from_y[:, 2 * u:] + r * (tf.matmul(s, U) + from_c[:, 2 * u:]))
         new_s = z * s + (1.0 - z) * candidate
         return new_s, [new_s]
 
@@ -61,9 +72,9 @@ class ConditionalGRUCell(Configured, keras.layers.Layer):
 class ConditionalGRUDecoder(Configured, keras.layers.Layer):
     """(y [B, T, E] embedded previous words, c [B, C]) -> o [B, T, maxout_dim]."""
 
-    def __init__(self, units, maxout_dim, **kwargs):
+    def __init__(self, units, maxout_dim, form, **kwargs):
         super().__init__(**kwargs)
-        self.set_config(units=units, maxout_dim=maxout_dim)
+        self.set_config(units=units, maxout_dim=maxout_dim, form=form)
         self.init = keras.layers.Dense(units, activation="tanh", name="init")
         self.readout = keras.layers.Dense(2 * maxout_dim, name="readout")
 
@@ -71,7 +82,7 @@ class ConditionalGRUDecoder(Configured, keras.layers.Layer):
         # Built here rather than on first call because beam search steps the cell inside a
         # tf.while_loop, where no variable may be created.
         (_, _, embed_dim), (_, encoding_dim) = input_shape
-        self.cell = ConditionalGRUCell(self.units, embed_dim, name="gru_cell")
+        self.cell = ConditionalGRUCell(self.units, embed_dim, self.form, name="gru_cell")
         self.rnn = keras.layers.RNN(self.cell, return_sequences=True, name="gru")
         self.init.build((None, encoding_dim))
         self.cell.build((None, embed_dim + encoding_dim))

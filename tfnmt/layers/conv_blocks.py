@@ -59,17 +59,23 @@ class MultiStepAttention(Configured, keras.layers.Layer):
     """ConvS2S's per-layer attention (Gehring et al. 2017; fig. 3a of paper 000).
 
     q = (W x + g) * sqrt(0.5) with g the target embedding, a = softmax(q z^T), c = a (z + e).
-    Following the spec sheet the context is not rescaled by sqrt(source length) as fairseq does.
+    With `scale_context`, c is multiplied by sqrt(S), S the sentence's source length without
+    padding (Gehring et al. sec. 3.4, fairseq's s * sqrt(1/s)): a weighted average of S vectors
+    has about 1/S of their variance when the weights are uniform.
     """
 
-    def __init__(self, embed_dim, **kwargs):
+    def __init__(self, embed_dim, scale_context, **kwargs):
         super().__init__(**kwargs)
-        self.set_config(embed_dim=embed_dim)
+        self.set_config(embed_dim=embed_dim, scale_context=bool(scale_context))
         self.query = WeightNormDense(embed_dim, name="query")
 
     def call(self, x, g, memory):
-        return attend((self.query(x) + g) * HALF, memory["keys"], memory["values"], memory["mask"],
-                      self)
+        context = attend((self.query(x) + g) * HALF, memory["keys"], memory["values"],
+                         memory["mask"], self)
+        if not self.scale_context:
+            return context
+        length = tf.reduce_sum(tf.cast(memory["mask"], context.dtype), axis=-1)
+        return context * tf.sqrt(length)[:, None, None]
 
 
 # What the DenseNMT and ConvS2S encoders and decoders both read.
@@ -85,8 +91,20 @@ HPARAMS = {
     "dropout": DROPOUT.but(default=0.2, help="dropout on embeddings and layer inputs"),
     "max_positions": HParam(1024, "learned positions; later positions reuse the last one",
                             bounds=">= 1"),
+    "narrow_positions": HParam(True, "position tables --table_dim wide, each with its own linear "
+                                     "map to embed_dim, as the DenseNMT authors' released code; "
+                                     "false = embed_dim wide"),
 }
+# Model directories trained before --narrow_positions had embed_dim-wide position tables.
+ADDED = {"narrow_positions": False}
 STACKS = ("dense", "residual")
+
+
+def scale_gradient(x, factor):
+    """x in the forward pass (exactly: x + 0), its gradient times `factor` in the backward one
+    (fairseq's GradMultiply); plain ops, so exports and XLA see an identity."""
+    held = tf.stop_gradient(x)
+    return held + tf.cast(factor, x.dtype) * (x - held)
 
 
 def summary_after(layers, sumlen):
@@ -99,9 +117,10 @@ def summary_after(layers, sumlen):
 
 class LearnedEmbedder(Part):
     """Token embeddings (a `table_dim`-wide table projected to `embed_dim` when narrower) plus
-    learned positions (positions past `max_positions` reuse the last one), then dropout.
+    learned positions (positions past `max_positions` reuse the last one), then dropout. With
+    `narrow_positions` the position table is `table_dim` wide too, with its own projection.
     `side` names its layers: {side}_embedding, {side}_embedding_projection,
-    {side}_position_embedding."""
+    {side}_position_embedding, {side}_position_projection."""
 
     def __init__(self, hparams, side, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)
@@ -112,11 +131,14 @@ class LearnedEmbedder(Part):
         init = keras.initializers.RandomNormal(stddev=0.1)
         self.embedding = keras.layers.Embedding(vocab_size, self.table_dim, name=f"{side}_embedding",
                                                 embeddings_initializer=init)
+        narrow = h["narrow_positions"] and self.table_dim != embed_dim
         self.position_embedding = keras.layers.Embedding(
-            self.max_positions, embed_dim, name=f"{side}_position_embedding",
-            embeddings_initializer=init)
+            self.max_positions, self.table_dim if narrow else embed_dim,
+            name=f"{side}_position_embedding", embeddings_initializer=init)
         self.projection = (None if self.table_dim == embed_dim else keras.layers.Dense(
             embed_dim, use_bias=False, name=f"{side}_embedding_projection"))
+        self.position_projection = (keras.layers.Dense(
+            embed_dim, use_bias=False, name=f"{side}_position_projection") if narrow else None)
         self.dropout = keras.layers.Dropout(h["dropout"])
 
     def embed(self, ids, offset=0, training=False):
@@ -124,4 +146,7 @@ class LearnedEmbedder(Part):
         if self.projection is not None:
             x = self.projection(x)
         index = tf.minimum(tf.range(tf.shape(ids)[1]) + offset, self.max_positions - 1)
-        return self.dropout(x + self.position_embedding(index)[None], training=training)
+        positions = self.position_embedding(index)
+        if self.position_projection is not None:
+            positions = self.position_projection(positions)
+        return self.dropout(x + positions[None], training=training)

@@ -57,6 +57,9 @@ class Seq2SeqModel(keras.Model):
     HPARAMS = {}
     # Hyper-parameters renamed since a model directory's config.json was written: old -> new.
     RENAMED = {}
+    # Hyper-parameters added since: the value a config.json written before one was trained with,
+    # where the declared default became another (the paper's form).
+    ADDED = {}
     registry_name = None
     # Non-autoregressive models (CTC) set this False.
     autoregressive = True

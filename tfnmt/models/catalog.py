@@ -23,11 +23,16 @@ def get(name):
 
 
 def upgrade(config):
-    """A config (a model directory's config.json) in today's hyper-parameter names."""
-    renamed = getattr(MODELS.get(config.get("model")), "RENAMED", {})
-    if not renamed:
+    """A config (a model directory's config.json) in today's hyper-parameter names, with the
+    hyper-parameters added since it was written at the values it was trained with."""
+    cls = MODELS.get(config.get("model"))
+    renamed, added = getattr(cls, "RENAMED", {}), getattr(cls, "ADDED", {})
+    if not renamed and not added:
         return config
-    return dict(config, hparams={renamed.get(k, k): v for k, v in config["hparams"].items()})
+    hparams = {renamed.get(k, k): v for k, v in config["hparams"].items()}
+    declared = cls.declared(hparams)
+    return dict(config, hparams=dict(
+        {k: v for k, v in added.items() if k in declared and k not in hparams}, **hparams))
 
 
 def build(config):

@@ -3,9 +3,10 @@ encoder-decoder of Cho et al. 2014 they are measured against.
 
 Both models compress the source into ONE vector c (no attention) and decode with the Cho et al.
 GRU decoder (layers/conditional_gru_decoder.py): s_0 = tanh(V c), s_t = GRU(y_{t-1}, s_{t-1}, c)
-with c in both gates and, through the reset gate, in the candidate, o_t = maxout(O [s_t;
-y_{t-1}; c]), p(y_t) = softmax(G_l G_r o_t), where G_r maps o_t to `embed_dim` and G_l to the
-vocabulary (Cho et al.'s rank-`embed_dim` output matrix).
+with c in both gates and in the candidate (`--decoder_gru_form`: GroundHog's, the default, or
+the appendix's), o_t = maxout(O [s_t; y_{t-1}; c]), p(y_t) = softmax(G_l G_r o_t), where G_r
+maps o_t to `embed_dim` and G_l to the vocabulary (Cho et al.'s rank-`embed_dim` output
+matrix).
 
 `conv_encoder`: c is the convolutional encoding of the source's d x k̄ embedding matrix
 (layers/conv_sentence_encoder.py). Sentences are zero-padded to k̄ = `source_window` tokens
@@ -38,6 +39,7 @@ from tfnmt.models.registry import register
 class _SentenceEncoderDecoder(EncoderDecoder):
     """`ENCODER`, a sentence encoder, into Cho et al.'s decoder."""
     ENCODER = None
+    ADDED = ConditionalGRU.ADDED
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)

@@ -15,7 +15,8 @@ from tfnmt.models.densenmt import DenseNMT
 from tfnmt.models.registry import register
 
 _SHARED = ("encoder_layers", "decoder_layers", "embed_dim", "table_dim", "hidden_dim",
-           "kernel_size", "dropout", "max_positions")
+           "kernel_size", "dropout", "max_positions", "narrow_positions", "scale_context",
+           "scale_encoder_gradients", "scale_values")
 
 
 @register("convs2s")

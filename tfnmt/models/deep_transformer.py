@@ -13,8 +13,9 @@ procedure) and initialises only the new weights.
 Readings where the paper is silent:
 - aggregation nodes: FF = [x; y(; z)] -> `--aggregation_ffn_dim` (default `--ffn_dim`) with a
   sigmoid -> d; the same node merges the multi-layer attention contexts;
-- dense connection: H^l = LN(Layer(H^{l-1}) + sum_{i=1}^{l-1} H^i), the H^i the densely
-  connected states themselves and LN without parameters (layers/aggregation.py says why);
+- dense connection: H^l = Layer(H^{l-1}) + sum_{i=1}^{l-1} H^i, the H^i the densely connected
+  states themselves; `--dense_aggregation_norm=layer` layer-normalises each sum without
+  parameters (layers/aggregation.py says why one would);
 - hierarchical aggregation with an odd number of layers: the top layer has no partner, so the
   last node merges it with the node below (AGG(H^L, N^{(L-1)/2})), e.g. 3 layers:
   N^1 = AGG(H^1, H^2), H^3 = Layer(N^1), output AGG(H^3, N^1);
@@ -33,7 +34,7 @@ Readings where the paper is silent:
 from tfnmt.decoders.transformer import TransformerDecoder
 from tfnmt.encoders.transformer import TransformerEncoder
 from tfnmt.errors import ConfigError
-from tfnmt.layers.aggregation import STRATEGIES, LayerAggregation
+from tfnmt.layers.aggregation import DENSE_NORMS, STRATEGIES, LayerAggregation
 from tfnmt.layers.hparams import HParam
 from tfnmt.layers.multi_layer_attention import MultiLayerDecoderLayer, MultiLayerEncoderLayer
 from tfnmt.models.registry import register
@@ -54,7 +55,8 @@ def lower(h, inputs, index):
 
 def _aggregation(h, side):
     return LayerAggregation(h[f"{side}_aggregation"], h[f"{side}_layers"],
-                            h["aggregation_ffn_dim"] or h["ffn_dim"], name=f"{side}_aggregation")
+                            h["aggregation_ffn_dim"] or h["ffn_dim"], h["dense_aggregation_norm"],
+                            name=f"{side}_aggregation")
 
 
 def _layer(layer_class, side, h, index, args):
@@ -111,6 +113,9 @@ class DeepTransformer(Transformer):
     HPARAMS = dict(Transformer.HPARAMS, **{
         "encoder_aggregation": HParam("none", "encoder layer aggregation", choices=STRATEGIES),
         "decoder_aggregation": HParam("none", "decoder layer aggregation", choices=STRATEGIES),
+        "dense_aggregation_norm": HParam("none", "dense connection's sums: none = eq. 4 as "
+                                                 "printed; layer = each layer-normalised without "
+                                                 "gain or bias", choices=DENSE_NORMS),
         "aggregation_ffn_dim": HParam(0, "inner width of the aggregation nodes' feed-forward "
                                          "(0 = --ffn_dim)", bounds=">= 0"),
         "multi_layer_attention": HParam(1, "k: self-attention attends to the k layers below "
@@ -118,6 +123,8 @@ class DeepTransformer(Transformer):
         "diversity_weight": HParam(0.0, "λ of the layer-diversity term: the loss is NLL - λ L_div "
                                         "(diversity is maximised)", bounds=">= 0"),
     })
+    # Model directories trained before the flag used the layer-normalised sums.
+    ADDED = {"dense_aggregation_norm": "layer"}
     ENCODER, DECODER = DeepEncoder, DeepDecoder
 
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):

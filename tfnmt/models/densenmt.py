@@ -35,6 +35,7 @@ from tfnmt.models.registry import register
 class DenseNMT(EncoderDecoder):
     HPARAMS = {**ConvEncoder.HPARAMS, **ConvDecoder.HPARAMS}
     RENAMED = {"embedding_dim": "table_dim"}
+    ADDED = {**ConvEncoder.ADDED, **ConvDecoder.ADDED}
     # Subclasses pin some switches (ConvS2S is the all-residual, multi-step case).
     FIXED = {}
 
