@@ -254,7 +254,7 @@ def test_the_vocabulary_step_shows_progress_on_a_terminal(corpus, tmp_path, monk
 
 
 def test_tensorflows_native_start_up_lines_are_dropped_and_errors_kept():
-    from tfnmt.cli.console import native_line
+    from tfnmt.native_logs import native_line
     noise = [
         b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n",
         b"I0000 00:00:1795441467.544408    4384 port.cc:153] oneDNN custom operations are on.\n",
