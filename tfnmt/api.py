@@ -213,7 +213,10 @@ class Translator:
             raise UnsupportedError(f"score: {self._where} is {_kind(self._backend)}, which "
                                    "gives translations only; open the model directory with "
                                    "Translator.from_model_dir to score")
-        self._backend.check_scorable(sources, "sources")
+        try:
+            self._backend.check_scorable(sources, "sources")
+        except ConfigError as e:  # a model that cannot score (not autoregressive)
+            raise UnsupportedError(str(e)) from None
         scores = []
         for start in range(0, len(sources), batch_size):
             out = self._backend.score_signature(tf.constant(sources[start:start + batch_size]),

@@ -23,7 +23,9 @@ _RECORD = re.compile(
     rb"(?P<a>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\s\]]+:\d+\] "
     rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<b>[IWEF]) [^\s\]]+:\d+\] ")
 _NOISE_LINES = (b"WARNING: All log messages before absl::InitializeLog() is called",
-                b"To enable the following instructions:")  # the CPU feature line's second line
+                b"To enable the following instructions:",  # the CPU feature line's second line
+                # LiteRT's interpreter, on its first use in a process (TFLite exports).
+                b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.")
 # Errors TensorFlow logs on every start of a CPU-only (or a GPU) build that are no error of ours.
 _NOISE_ERRORS = (b"failed call to cuInit", b"oneDNN supports DT_", b"Unable to register cu",
                  b"computation placer already registered",

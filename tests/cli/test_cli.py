@@ -266,6 +266,7 @@ def test_tensorflows_native_start_up_lines_are_dropped_and_errors_kept():
         b"W1123 13:44:30.501269 1400977 file_utils.py:394] Variant folder has no dataset_info.json\n",
         b"2024-11-01 10:50:26.662986: I tensorflow/core/platform/cpu_feature_guard.cc:210] This\n",
         b"To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild.\n",
+        b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n",
     ]
     assert [native_line(line) for line in noise] == [b""] * len(noise)
     kept = [b"E0000 00:00:1795441472.263300    4384 kernel.cc:52] OOM when allocating tensor\n",
