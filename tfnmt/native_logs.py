@@ -55,6 +55,7 @@ def write_all(fd, data):
 
 def pass_on(read_fd, write_fd):
     """Copies `read_fd` to `write_fd` until its end, less what `native_line` drops."""
+    pending = b""
     while True:
         try:
             chunk = os.read(read_fd, 1 << 16)
@@ -62,14 +63,23 @@ def pass_on(read_fd, write_fd):
             continue
         if not chunk:
             break
-        lines = chunk.split(b"\n")
+        lines = (pending + chunk).split(b"\n")
         # A C++ record arrives whole with its newline (one write); a partial line is a progress
-        # bar or a prompt, shown at once.
-        out = b"".join(native_line(line + b"\n") for line in lines[:-1]) + native_line(lines[-1])
+        # bar or a prompt, shown at once, unless it may still become a noise line: LiteRT
+        # writes "INFO: ", its message and the newline one by one.
+        pending = lines[-1] if lines[-1] and any(
+            noise.startswith(lines[-1]) for noise in _NOISE_LINES) else b""
+        out = b"".join(native_line(line + b"\n") for line in lines[:-1])
+        if not pending:
+            out += native_line(lines[-1])
         try:
             write_all(write_fd, out)
         except OSError:  # nobody reads stderr any more
-            break
+            return
+    try:
+        write_all(write_fd, native_line(pending))
+    except OSError:
+        pass
 
 
 _lock = threading.RLock()
