@@ -183,3 +183,18 @@ def test_decoding_keywords_are_checked_by_name_and_value(trained_model):
         Translator.from_model_dir(trained_model, n_best=5)
     with pytest.raises(TypeError, match="a list of str, not one str"):
         Translator.from_model_dir(trained_model).translate("a cat")
+
+
+def test_a_tflite_export_translates_as_its_model_directory_and_quietly(trained_model,
+                                                                      tmp_path, capfd):
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
+                   "--format=tflite", "--beam_size=1", "--export_name=lite") == 0
+    capfd.readouterr()
+    lite = Translator.from_export(str(tmp_path / "lite" / "1"))
+    theirs = lite.translate(SOURCES)
+    # LiteRT says on its first run that it created its XNNPACK delegate: not to the caller.
+    assert capfd.readouterr().err == ""
+    mine = Translator.from_model_dir(trained_model, beam_size=1).translate(SOURCES)
+    assert [t.text for t in theirs] == [t.text for t in mine]
+    assert [t.score for t in theirs] == pytest.approx([t.score for t in mine], abs=1e-4)
+    assert {t.tokens for t in theirs} == {None}

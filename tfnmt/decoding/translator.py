@@ -194,11 +194,12 @@ class Translator(tf.Module, Backend):
         target_tokens string [B, T] (its pieces, "" after them)."""
         source, _ = self.tokenize(text)
         pieces = self.target_tokenizer.tokenize(target)
-        column = tf.fill([pieces.nrows(), 1], BOS_ID)
-        target_in = tf.concat([tf.RaggedTensor.from_tensor(column), pieces], axis=1)
-        labels = tf.concat([pieces, tf.RaggedTensor.from_tensor(column * 0 + EOS_ID)], axis=1)
-        target_in = target_in.to_tensor(default_value=PAD_ID)
-        labels = labels.to_tensor(default_value=PAD_ID)
+        def column(token):
+            return tf.RaggedTensor.from_tensor(tf.fill([pieces.nrows(), 1], token))
+
+        # As the model was trained (data/pipeline.py): bos y in, y eos out.
+        target_in = tf.concat([column(BOS_ID), pieces], axis=1).to_tensor(default_value=PAD_ID)
+        labels = tf.concat([pieces, column(EOS_ID)], axis=1).to_tensor(default_value=PAD_ID)
         memory = self.model.encode(source, training=False)
         logits = self.model.decode(memory, target_in, training=False)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
