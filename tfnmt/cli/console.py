@@ -2,17 +2,10 @@
 asked for with --verbosity=1.
 
 Three sources of noise are kept out by default:
-* TensorFlow's C++ log lines. TensorFlow 2.21 logs through absl C++ logging, which ignores
-  TF_CPP_MIN_LOG_LEVEL before absl::InitializeLog() (never called), so loading TensorFlow prints
-  its start-up lines (oneDNN, CUDA stubs) - twice, because `_pywrap_profiler_plugin.so` carries
-  a second copy of TensorFlow's platform code and of absl, whose static initialisers log again
-  when `import tensorflow` loads it - and later `E0000 ... failed call to cuInit` on a machine
-  without a GPU, a oneDNN line about DT_INT64 and, with --deterministic, one about tf.data's
-  `use_unbounded_threadpool` attribute; LiteRT's INFO lines (its XNNPACK delegate, created
-  by every TFLite translate). They are written straight to file descriptor
-  2, so `filter_native_logs` puts a small child process between fd 2 and the real stderr that
-  drops them (a child, not a thread: if the command dies, the child still passes on the last
-  lines it was sent).
+* TensorFlow's C++ log lines, written straight to file descriptor 2 (which ones:
+  tfnmt/native_logs.py). `filter_native_logs` puts a small child process between fd 2 and the
+  real stderr that drops them for the whole command (a child, not a thread: if the command
+  dies, the child still passes on the last lines it was sent).
 * Other libraries' Python INFO logs (TFDS prints several lines per dataset it opens), and
   TensorFlow's warnings about every value a failed checkpoint read left unrestored.
 * Progress bars in files: a bar is drawn only when stderr is a terminal; elsewhere a line every
@@ -21,88 +14,13 @@ Three sources of noise are kept out by default:
 
 import atexit
 import os
-import re
 import signal
 import sys
 import time
 
-# absl's C++ format (before absl::InitializeLog() its time reads 00:00:<epoch seconds>), then
-# TensorFlow's own format of earlier releases.
-_RECORD = re.compile(
-    rb"(?P<a>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\s\]]+:\d+\] "
-    rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<b>[IWEF]) [^\s\]]+:\d+\] ")
-# LiteRT's (TFLite's) own logger, `SEVERITY: message`, which a TFLite translate meets when it
-# creates its interpreter ("Created TensorFlow Lite XNNPACK delegate for CPU."); its warnings
-# and errors pass. It writes the severity and the message in two writes.
-_LITERT_DETAIL = (b"INFO: ", b"VERBOSE: ")
-_NOISE_LINES = (b"WARNING: All log messages before absl::InitializeLog() is called",
-                b"To enable the following instructions:",  # the CPU feature line's second line
-                *_LITERT_DETAIL)
-# Errors TensorFlow logs on every start of a CPU-only (or a GPU) build that are no error of ours.
-_NOISE_ERRORS = (b"failed call to cuInit", b"oneDNN supports DT_", b"Unable to register cu",
-                 b"computation placer already registered",
-                 # --deterministic: op determinism makes tf.data rewrite a ParallelMapDatasetV2
-                 # into a MapDataset, whose op definition lacks the attribute it carries over.
-                 b"NodeDef mentions attribute use_unbounded_threadpool which is not in the op")
+from tfnmt import native_logs
 
 _stderr_is_terminal = None
-
-
-def native_line(line):
-    """The part of one line (bytes) written to fd 2 that the user should see."""
-    if line.startswith(_NOISE_LINES):
-        return b""
-    record = _RECORD.search(line)
-    if record is None:
-        return line
-    severity = record.group("a") or record.group("b")
-    if severity in (b"I", b"W") or any(noise in line for noise in _NOISE_ERRORS):
-        # What precedes the record on its line stays: a progress bar, redrawn in place.
-        return line[:record.start()]
-    return line
-
-
-def _write(fd, data):
-    while data:
-        data = data[os.write(fd, data):]
-
-
-class NativeFilter:
-    """What is written to fd 2, chunk by chunk, in; what the user should see out."""
-
-    def __init__(self):
-        self.held = b""
-
-    def feed(self, chunk):
-        lines = (self.held + chunk).split(b"\n")
-        self.held = b""
-        out = b"".join(native_line(line + b"\n") for line in lines[:-1])
-        # A C++ record arrives whole with its newline (one write); another partial line is a
-        # progress bar or a prompt, shown at once. Only LiteRT's severity waits for its message.
-        if lines[-1].startswith(_LITERT_DETAIL):
-            self.held = lines[-1]
-            return out
-        return out + native_line(lines[-1])
-
-    def end(self):
-        held, self.held = self.held, b""
-        return native_line(held)
-
-
-def _pass_on(read_fd, write_fd):
-    native = NativeFilter()
-    while True:
-        try:
-            chunk = os.read(read_fd, 1 << 16)
-        except InterruptedError:
-            continue
-        out = native.feed(chunk) if chunk else native.end()
-        try:
-            _write(write_fd, out)
-        except OSError:  # nobody reads stderr any more
-            break
-        if not chunk:
-            break
 
 
 def filter_native_logs():
@@ -125,7 +43,7 @@ def filter_native_logs():
             devnull = os.open(os.devnull, os.O_RDWR)
             os.dup2(devnull, 0)
             os.dup2(devnull, 1)
-            _pass_on(read_fd, real_stderr)
+            native_logs.pass_on(read_fd, real_stderr)
         finally:
             os._exit(0)
     os.close(read_fd)

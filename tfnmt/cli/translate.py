@@ -22,13 +22,14 @@ import sys
 
 from absl import logging
 
+from tfnmt.api import Translator
 from tfnmt.cli import common, console
 from tfnmt.cli.flags import read, read_fields
 from tfnmt.cli.options import TranslationOptions
 from tfnmt.data.text_files import decode_lines, read_lines
 from tfnmt.decoding import alignments
 from tfnmt.decoding.options import DecodingOptions
-from tfnmt.decoding.translator import STREAM_WINDOW_BATCHES, OrderedWriter, translations
+from tfnmt.decoding.translator import STREAM_WINDOW_BATCHES, OrderedWriter, n_best_lines
 from tfnmt.errors import ConfigError, cannot_write
 
 
@@ -89,32 +90,44 @@ def run():
     wanted = (dataclasses.asdict(source.decoding) if source.decoding is not None
               else read_fields(DecodingOptions, ("n_best", "alignments")))
     check(t, wanted)
-    config, translator = common.open_translator(source)
+    config, backend = common.open_translator(source)
+    translator = Translator(backend, config, source.decoding,
+                            where=source.client.server or source.export.saved_model
+                            or source.where.model_dir)
     lines, problems = _read_input(t)
     for problem in problems:
         logging.warning("%s; translating it with U+FFFD in place of the bad bytes", problem)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             logging.warning("%s:%d: empty line; its translation is empty", _input_name(t), number)
-    # An exported or served model cuts long inputs too, but only a checkpoint has the tokenizer
-    # at hand to say so per line beforehand.
-    translator.prepare(lines, _input_name(t))
     _write(t, wanted, translator, lines)
 
 
 def _write(t, wanted, translator, lines):
+    """Writes the translations of `lines` (by tfnmt.Translator: the Python API's) as lines."""
     mode, n_best = wanted["alignments"], wanted["n_best"]
-    output = _Output(t.output)
+    # Before the output is opened: an exported or served model cuts long inputs too, but only a
+    # checkpoint has the tokenizer at hand to say so (or refuse them) per line beforehand.
     bar = console.progress_bar(total=len(lines), desc="translate")
     try:
-        for index, text in translations(translator, lines, t.decode_batch_size, progress=bar,
-                                        window=STREAM_WINDOW_BATCHES * t.decode_batch_size,
-                                        n_best=n_best if n_best > 1 else 0,
-                                        alignments=mode != "none"):
+        results = translator.translations(
+            lines, n_best=n_best, alignments=mode != "none", batch_size=t.decode_batch_size,
+            window=STREAM_WINDOW_BATCHES * t.decode_batch_size, progress=bar,
+            where=_input_name(t))
+    except BaseException:
+        bar.close()
+        raise
+    output = _Output(t.output)
+    try:
+        for index, result in results:
             if mode != "none":
                 if t.plot_dir:
-                    alignments.plot(text, os.path.join(t.plot_dir, f"{index + 1}.png"))
-                text = alignments.line(text, mode)
+                    alignments.plot(result.alignment, os.path.join(t.plot_dir, f"{index + 1}.png"))
+                text = alignments.line(result.alignment, mode)
+            elif n_best > 1:
+                text = n_best_lines(index, result)
+            else:
+                text = result.text
             output.put(index, text)
     finally:
         bar.close()

@@ -27,6 +27,16 @@ class Aligned:
     target_tokens: list
     attention: np.ndarray
 
+    def __eq__(self, other):
+        # The generated __eq__ would compare the arrays to an array, whose truth is ambiguous.
+        if not isinstance(other, Aligned):
+            return NotImplemented
+        return (self.translation, self.source_tokens, self.target_tokens) == \
+            (other.translation, other.source_tokens, other.target_tokens) and \
+            np.array_equal(self.attention, other.attention)
+
+    __hash__ = None
+
     def words(self):
         """(source words, target words, attention [target words, source words])."""
         source, source_groups = merge([t for t in self.source_tokens if t != EOS])

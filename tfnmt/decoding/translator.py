@@ -9,10 +9,13 @@ import re
 import tensorflow as tf
 from absl import logging
 
-from tfnmt.data.vocab import EOS_ID, PAD_ID
+from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from tfnmt.decoding import chunking, searches
+from tfnmt.decoding.alignments import aligned
 from tfnmt.decoding.backend import Backend
+from tfnmt.decoding.beam_search import length_penalty
 from tfnmt.decoding.options import DecodingOptions
+from tfnmt.decoding.results import Translation
 from tfnmt.errors import ConfigError, DataError
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -34,6 +37,7 @@ class Translator(tf.Module, Backend):
     def __init__(self, model, source_vocab, target_vocab, options=DecodingOptions()):
         super().__init__(name="translator")
         self.model = model
+        self.source_vocab, self.target_vocab = source_vocab, target_vocab
         self.source_tokenizer = source_vocab.tokenizer()
         self.target_tokenizer = target_vocab.tokenizer()
         self.options = options
@@ -48,6 +52,16 @@ class Translator(tf.Module, Backend):
     @property
     def beam_size(self):
         return self.searcher.width
+
+    def with_options(self, options):
+        """The same model and vocabularies decoded with other `options` (DecodingOptions)."""
+        return Translator(self.model, self.source_vocab, self.target_vocab, options)
+
+    def target_pieces(self, texts):
+        """[(pieces of text, as the target vocabulary splits it)] of `texts` (list of str)."""
+        pieces = self.target_tokenizer.id_to_string(
+            self.target_tokenizer.tokenize(tf.constant(texts, tf.string)))
+        return [tuple(piece.decode("utf-8") for piece in row) for row in pieces.to_list()]
 
     def prepare(self, sentences, where):
         """Warns about each source longer than `max_input_length` subwords (cut to it), and
@@ -155,6 +169,52 @@ class Translator(tf.Module, Backend):
                 "target_tokens": tf.where(real, self.target_tokenizer.id_to_string(ids), ""),
                 "attention": attention}
 
+    def check_scorable(self, sentences, where):
+        """Refuses what `score_signature` cannot read: a model that does not decode token by
+        token, a source longer than the model's source window (its translation is joined from
+        chunks, which no one target belongs to)."""
+        if not self.model.autoregressive:
+            raise ConfigError(f"score: model {self.model.registry_name!r} is not autoregressive: "
+                              "it gives no probability of a target given its tokens before")
+        window = self.model.source_window
+        if not window or not sentences:
+            return
+        lengths = self.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
+        for number, length in enumerate(lengths, start=1):
+            if min(int(length), self.options.max_input_length) > window - 1:
+                raise DataError(f"{where}:{number}: {length} subwords; the model reads at most "
+                                f"{window - 1} (--source_window={window} with eos), and a "
+                                "translation in chunks has no one score")
+
+    @tf.function(input_signature=[TEXT, tf.TensorSpec([None], tf.string, name="target")])
+    def score_signature(self, text, target):
+        """Teacher forcing of `target` [B] given `text` [B]: log_prob float32 [B], the sum of the
+        log-probabilities of the target's tokens and eos; normalized [B], log_prob over the
+        length penalty of `options` (the beam search's score of that hypothesis);
+        target_tokens string [B, T] (its pieces, "" after them)."""
+        source, _ = self.tokenize(text)
+        pieces = self.target_tokenizer.tokenize(target)
+        def column(token):
+            return tf.RaggedTensor.from_tensor(tf.fill([pieces.nrows(), 1], token))
+
+        # As the model was trained (data/pipeline.py): bos y in, y eos out.
+        target_in = tf.concat([column(BOS_ID), pieces], axis=1).to_tensor(default_value=PAD_ID)
+        labels = tf.concat([pieces, column(EOS_ID)], axis=1).to_tensor(default_value=PAD_ID)
+        memory = self.model.encode(source, training=False)
+        logits = self.model.decode(memory, target_in, training=False)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        real = tf.not_equal(labels, PAD_ID)
+        token_log_probs = tf.where(real, tf.gather(log_probs, labels, batch_dims=2), 0.0)
+        log_prob = tf.reduce_sum(token_log_probs, axis=1)
+        length = tf.reduce_sum(tf.cast(real, tf.int32), axis=1)
+        o = self.options
+        ids = pieces.to_tensor(default_value=PAD_ID)
+        return {"log_prob": log_prob,
+                "normalized": log_prob / length_penalty(length, o.length_penalty,
+                                                        o.length_penalty_mode),
+                "target_tokens": tf.where(tf.not_equal(ids, PAD_ID),
+                                          self.target_tokenizer.id_to_string(ids), "")}
+
     def _translate(self, text, searcher):
         source, lengths = self.tokenize(text)
         ids, scores = self.translate_ids(source, lengths, searcher)
@@ -199,16 +259,24 @@ STREAM_WINDOW_BATCHES = 8
 
 def translations(translator, sentences, batch_size, progress=None, window=0, n_best=0,
                  alignments=False):
-    """Yields (index, translation) of `sentences` (list of str), a batch at a time.
+    """Yields (index, result) of `sentences` (list of str), a batch at a time, where a result is
+    a `Translation` (decoding/results.py) or, with `n_best` N > 0, the list of a sentence's N
+    best, best first; with `alignments`, each carries its `alignments.Aligned`.
 
     Batches are formed from sentences of similar length, so padding and the longest hypothesis
     of a batch cost less: sorted over the whole list, or over each `window` sentences in turn
-    (0 = the whole list). `translator` is a backend (decoding/backend.py). With `n_best` N > 0
-    a sentence's translation is its N best hypotheses as N lines (`n_best_lines`); with
-    `alignments`, it is an `alignments.Aligned` (translation, tokens and attention).
-    `progress` (a bar or progress lines, cli/console.py progress_bar) is told of every batch.
-    Once all are done, the count of empty translations of non-empty sources is logged, if any.
+    (0 = the whole list). `translator` is a backend (decoding/backend.py). `progress` (a tqdm
+    bar, progress lines, or anything with `update(n)`) is told of every batch. Once all are
+    done, the count of empty translations of non-empty sources is logged, if any.
     """
+    for batch in translated_batches(translator, sentences, batch_size, progress, window, n_best,
+                                    alignments):
+        yield from batch
+
+
+def translated_batches(translator, sentences, batch_size, progress=None, window=0, n_best=0,
+                       alignments=False):
+    """`translations`, a list of (index, result) per batch."""
     window = window or max(len(sentences), 1)
     empty = 0
     for first in range(0, len(sentences), window):
@@ -218,15 +286,13 @@ def translations(translator, sentences, batch_size, progress=None, window=0, n_b
             index = order[start:start + batch_size]
             batch = [sentences[i] for i in index]
             if alignments:
-                from tfnmt.decoding.alignments import aligned
-                out = aligned(_call(translator.translate_alignments, batch))
+                out = _aligned_batch(translator, batch)
             elif n_best:
                 out = _translate_batch(translator.translate_n_best, batch, n_best)
-                out = [n_best_lines(i, *hypotheses) for i, hypotheses in zip(index, out)]
             else:
-                out = _translate_batch(translator.translate, batch)
-                empty += sum(not text and bool(source.strip()) for text, source in zip(out, batch))
-            yield from zip(index, out)
+                out = [row[0] for row in _translate_batch(translator.translate, batch)]
+                empty += sum(not t.text and bool(source.strip()) for t, source in zip(out, batch))
+            yield list(zip(index, out))
             if progress is not None:
                 progress.update(len(index))
     if empty:
@@ -234,20 +300,25 @@ def translations(translator, sentences, batch_size, progress=None, window=0, n_b
                         "--min_decode_length to forbid them)", empty, len(sentences))
 
 
-def n_best_lines(index, hypotheses, scores):
-    """A sentence's hypotheses in Moses' n-best format, best first, one line each:
-    `INDEX ||| TRANSLATION ||| SCORE`, INDEX the sentence's 0-based line in the input."""
-    return "\n".join(f"{index} ||| {text} ||| {score:.4f}" for text, score in zip(hypotheses, scores))
+def n_best_lines(index, hypotheses):
+    """A sentence's hypotheses (Translation, best first) in Moses' n-best format, one line
+    each: `INDEX ||| TRANSLATION ||| SCORE`, INDEX the sentence's 0-based line in the input."""
+    return "\n".join(f"{index} ||| {t.text} ||| {t.score:.4f}" for t in hypotheses)
 
 
 def _translate_batch(translate, batch, *n_best):
-    """Texts [B], or with `n_best` (hypotheses [N], scores [N]) [B]."""
+    """[[Translation] per hypothesis (one without `n_best`)] per sentence."""
     out = _call(translate, batch, *n_best)
     texts = out["translations"].numpy().reshape(len(batch), -1)
-    texts = [[text.decode("utf-8") for text in row] for row in texts]
-    if n_best:
-        return list(zip(texts, out["scores"].numpy().tolist()))
-    return [row[0] for row in texts]
+    scores = out["scores"].numpy().reshape(len(batch), -1).tolist()
+    return [[Translation(text.decode("utf-8"), score) for text, score in zip(*row)]
+            for row in zip(texts, scores)]
+
+
+def _aligned_batch(translator, batch):
+    out = _call(translator.translate_alignments, batch)
+    return [Translation(item.translation, score, tuple(item.target_tokens), item)
+            for item, score in zip(aligned(out), out["scores"].numpy().tolist())]
 
 
 def _call(translate, batch, *args):
@@ -264,8 +335,8 @@ def _call(translate, batch, *args):
 def translate_sentences(translator, sentences, batch_size, progress=None):
     """Translations of `sentences` (list of str) in their order (see `translations`)."""
     results = [""] * len(sentences)
-    for i, text in translations(translator, sentences, batch_size, progress):
-        results[i] = text
+    for i, translation in translations(translator, sentences, batch_size, progress):
+        results[i] = translation.text
     return results
 
 

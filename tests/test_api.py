@@ -1,0 +1,200 @@
+"""tfnmt.Translator (tfnmt/api.py), the Python API: the README's example as a user runs it,
+the same translations and scores from a model directory, its export and a server, `score`
+against the beam's own scores, and the backends' refusals."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, run_cli
+from tfnmt import Score, Translation, Translator, UnsupportedError
+from tfnmt.errors import ConfigError
+from tfnmt.serving import server as server_lib
+
+SOURCES = ["the red dog sees a bird", "a cat", "the old man runs", "big house", "",
+           "a small green car sees the woman"]
+# The exported decoding; the checkpoint is opened with the same.
+DECODING = dict(beam_size=3, n_best=3, length_penalty=0.6)
+
+
+def _user_env():
+    """A user's environment: this package first on the path, and TensorFlow's log level unset
+    (conftest sets it for the suite), so that only the API keeps TensorFlow quiet."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = REPO
+    return env
+
+
+def _run_python(code, cwd):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=_user_env(), cwd=cwd)
+
+
+def readme_example():
+    """The Python block of README.md's "Python API" section."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme.split("## Python API", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(trained_model):
+    return Translator.from_model_dir(trained_model, **DECODING)
+
+
+@pytest.fixture(scope="module")
+def export_dir(trained_model, tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("api_exports"))
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                   "--export_name=tiny", *(f"--{k}={v}" for k, v in DECODING.items())) == 0
+    return base
+
+
+def test_importing_tfnmt_and_naming_the_api_loads_no_tensorflow(tmp_path):
+    result = _run_python("import sys, tfnmt\nfrom tfnmt import Translator, Translation\n"
+                         "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))",
+                         cwd=str(tmp_path))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "[]\n", "")
+
+
+def test_the_readme_example_prints_its_translations_and_nothing_else(trained_model, tmp_path):
+    code = readme_example()
+    assert re.search(r'^model_dir = "[^"]+"', code, re.M), code
+    code = re.sub(r'^model_dir = "[^"]+"', f"model_dir = {trained_model!r}", code, flags=re.M)
+    result = _run_python(code, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr == ""
+    sources = re.search(r"translate\((\[.*?\])\)", code).group(1)
+    expected = Translator.from_model_dir(trained_model, beam_size=5).translate(eval(sources))
+    assert result.stdout == "".join(f"{t.text}\n" for t in expected)
+
+
+def test_the_callers_stderr_is_its_own_between_and_after_calls(checkpoint, capfd):
+    # fd 2 is filtered only while the translator works: a C++-style line the caller writes to
+    # fd 2 between two streamed results, and after, arrives as written.
+    line = b"I0000 00:00:1.5  7 mine.cc:1] mine\n"
+    for _ in checkpoint.translations(["a cat", "big house"], n_best=1, batch_size=1):
+        os.write(2, line)
+    checkpoint.score(["a cat"], ["Katze"])
+    os.write(2, line)
+    assert capfd.readouterr().err == line.decode() * 3
+
+
+def test_translations_are_typed_in_order_with_their_pieces(checkpoint):
+    out = checkpoint.translate(SOURCES, n_best=1, batch_size=4)
+    assert [type(t) for t in out] == [Translation] * len(SOURCES)
+    assert out[4] == Translation("", 0.0, (), None)
+    # The streaming form gives the same results, in decoding order.
+    assert dict(checkpoint.translations(SOURCES, n_best=1, batch_size=4)) == dict(enumerate(out))
+    assert [" ".join(t.tokens).replace("▁", "").strip() for t in out] == [t.text for t in out]
+    best = checkpoint.translate(SOURCES)  # n_best=3, as the translator was opened
+    assert [(h[0].text, h[0].tokens) for h in best] == [(t.text, t.tokens) for t in out]
+    assert [h[0].score for h in best] == pytest.approx([t.score for t in out], abs=1e-5)
+    assert all(len(h) == 3 and h[0].score >= h[1].score >= h[2].score for h in best if h[0].text)
+
+
+def test_score_is_the_beams_own_score_of_its_hypotheses(trained_model, checkpoint):
+    """With length_penalty=0 the beam ranks by the sum of log-probabilities, eos included:
+    `log_prob`; with a length penalty, by `normalized`."""
+    sources = [s for s in SOURCES if s]
+    raw = Translator.from_model_dir(trained_model, beam_size=3, n_best=3, length_penalty=0)
+    for translator, field in ((raw, "log_prob"), (checkpoint, "normalized")):
+        pairs = [(s, h) for s, n_best in zip(sources, translator.translate(sources))
+                 for h in n_best]
+        scores = translator.score([s for s, _ in pairs], [h.text for _, h in pairs],
+                                  batch_size=5)
+        assert [type(s) for s in scores] == [Score] * len(pairs)
+        assert [s.tokens for s in scores] == [h.tokens for _, h in pairs]
+        assert [getattr(s, field) for s in scores] == pytest.approx(
+            [h.score for _, h in pairs], abs=1e-4)
+    # GNMT's penalty of 3 tokens (eos counted) at alpha 0.6; none at alpha 0.
+    penalised, plain = checkpoint.score(["a cat"], ["Katze Katze"])[0], \
+        raw.score(["a cat"], ["Katze Katze"])[0]
+    assert penalised.tokens == plain.tokens == ("▁Katze", "▁Katze")
+    assert penalised.log_prob == pytest.approx(plain.log_prob, abs=1e-6)
+    assert penalised.normalized == pytest.approx(plain.log_prob / ((5 + 3) / 6) ** 0.6, rel=1e-5)
+    assert plain.normalized == plain.log_prob
+
+
+def test_alignments_from_a_checkpoint_as_the_cli_gives_them(checkpoint):
+    aligned = checkpoint.translate(SOURCES[:2], n_best=1, alignments=True)
+    plain = checkpoint.translate(SOURCES[:2], n_best=1)
+    assert [(t.text, t.tokens) for t in aligned] == [(t.text, t.tokens) for t in plain]
+    assert [t.score for t in aligned] == pytest.approx([t.score for t in plain], abs=1e-5)
+    first = aligned[0].alignment
+    assert first.source_tokens[-1] == "</s>" and len(first.target_tokens) == len(aligned[0].tokens)
+    assert first.attention.shape == (len(first.target_tokens), len(first.source_tokens))
+    assert first.attention.sum(axis=1) == pytest.approx(1.0, abs=1e-4)
+    with pytest.raises(ConfigError, match="best translation only"):
+        checkpoint.translate(SOURCES[:2], n_best=2, alignments=True)
+
+
+def test_an_export_translates_as_its_model_directory(checkpoint, export_dir):
+    exported = Translator.from_export(os.path.join(export_dir, "tiny", "1"))
+    for n_best in (1, 3):
+        mine = checkpoint.translate(SOURCES, n_best=n_best)
+        theirs = exported.translate(SOURCES, n_best=n_best)
+        flat = [(t.text, t.score) for r in mine for t in (r if n_best > 1 else [r])]
+        other = [(t.text, t.score) for r in theirs for t in (r if n_best > 1 else [r])]
+        assert [text for text, _ in other] == [text for text, _ in flat]
+        assert [score for _, score in other] == pytest.approx([s for _, s in flat], abs=1e-4)
+    assert exported.config == checkpoint.config
+
+
+def test_what_an_export_cannot_do_is_one_clear_error(export_dir):
+    exported = Translator.from_export(os.path.join(export_dir, "tiny", "1"))
+    with pytest.raises(UnsupportedError, match="no `alignments` signature; export it with"):
+        exported.translate(["a cat"], alignments=True)
+    with pytest.raises(UnsupportedError, match="keeps 3 hypotheses per sentence"):
+        exported.translate(["a cat"], n_best=4)
+    with pytest.raises(NotImplementedError, match="a SavedModel, which gives translations only"):
+        exported.score(["a cat"], ["Katze"])
+
+
+def test_a_served_model_translates_as_its_model_directory(checkpoint, export_dir, tmp_path):
+    process, url = server_lib.spawn([f"--export_dir={export_dir}", "--rest_api_port=0"],
+                                    env=dict(os.environ, PYTHONPATH=REPO),
+                                    log_path=str(tmp_path / "serve.log"))
+    try:
+        served = Translator.from_server(url, model_name="tiny")
+        for n_best in (1, 2):
+            mine = checkpoint.translate(SOURCES, n_best=n_best)
+            theirs = served.translate(SOURCES, n_best=n_best, batch_size=4)
+            mine = [(t.text, t.score) for r in mine for t in (r if n_best > 1 else [r])]
+            theirs = [(t.text, t.score) for r in theirs for t in (r if n_best > 1 else [r])]
+            assert [text for text, _ in theirs] == [text for text, _ in mine]
+            assert [s for _, s in theirs] == pytest.approx([s for _, s in mine], abs=1e-4)
+        with pytest.raises(UnsupportedError, match="gives no alignments"):
+            served.translate(["a cat"], alignments=True)
+        with pytest.raises(UnsupportedError, match="a served model, which gives translations"):
+            served.score(["a cat"], ["Katze"])
+    finally:
+        server_lib.stop(process)
+
+
+def test_decoding_keywords_are_checked_by_name_and_value(trained_model):
+    with pytest.raises(TypeError, match="unexpected keyword argument.*beam;.*beam_size"):
+        Translator.from_model_dir(trained_model, beam=3)
+    with pytest.raises(ConfigError, match="--n_best=5 exceeds --beam_size=4"):
+        Translator.from_model_dir(trained_model, n_best=5)
+    with pytest.raises(TypeError, match="a list of str, not one str"):
+        Translator.from_model_dir(trained_model).translate("a cat")
+
+
+def test_a_tflite_export_translates_as_its_model_directory_and_quietly(trained_model,
+                                                                      tmp_path, capfd):
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
+                   "--format=tflite", "--beam_size=1", "--export_name=lite") == 0
+    capfd.readouterr()
+    lite = Translator.from_export(str(tmp_path / "lite" / "1"))
+    theirs = lite.translate(SOURCES)
+    # LiteRT says on its first run that it created its XNNPACK delegate: not to the caller.
+    assert capfd.readouterr().err == ""
+    mine = Translator.from_model_dir(trained_model, beam_size=1).translate(SOURCES)
+    assert [t.text for t in theirs] == [t.text for t in mine]
+    assert [t.score for t in theirs] == pytest.approx([t.score for t in mine], abs=1e-4)
+    assert {t.tokens for t in theirs} == {None}

@@ -1,0 +1,298 @@
+"""The Python API: `tfnmt.Translator`, one object for a trained model wherever it is.
+
+    from tfnmt import Translator
+    translator = Translator.from_model_dir("runs/transformer-small-en-de", beam_size=5)
+    for t in translator.translate(["A dog runs.", "Two men talk."]):
+        print(t.text, t.score)
+
+Opened from a model directory (a checkpoint, decoded in this process with any decoding
+option), an export (a SavedModel or TFLite DIR/NAME/VERSION, which decodes as it was exported)
+or a running server (`tfnmt serve`, TF Serving's REST API). It wraps the backends the command
+line uses (serving/backends.py, decoding/translator.py): `tfnmt translate` is this class behind
+flags.
+
+Nothing is printed but what the caller prints: this module imports no TensorFlow itself; the
+first factory call sets TF_CPP_MIN_LOG_LEVEL (unless set) before TensorFlow is imported, and
+every call routes file descriptor 2 through a filter of TensorFlow's C++ log lines while it
+runs, and only then (native_logs.py).
+"""
+
+import dataclasses
+import functools
+import logging
+import os
+
+from tfnmt import native_logs
+from tfnmt.decoding.options import DecodingOptions
+from tfnmt.decoding.results import Score, Translation
+from tfnmt.errors import ConfigError
+
+__all__ = ["Translator", "Translation", "Score", "UnsupportedError"]
+
+DEFAULT_BATCH_SIZE = 32
+
+
+class UnsupportedError(ConfigError, NotImplementedError):
+    """What the translator's backend cannot do (alignments from a server, scores from an
+    export, more hypotheses than an export keeps); the message says why and what can."""
+
+
+def _quiet(method):
+    """Runs `method` with TensorFlow's C++ log lines kept off the caller's stderr."""
+    @functools.wraps(method)
+    def quiet(*args, **kwargs):
+        _prepare_logging()
+        with native_logs.filtered():
+            return method(*args, **kwargs)
+    return quiet
+
+
+def _prepare_logging():
+    # Before TensorFlow's first import: its C++ logging reads the level once. A user's own
+    # setting of it, or of Python's logging levels, is left alone.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for name in ("absl", "tensorflow"):
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
+
+
+def _decoding_options(function, decoding):
+    """DecodingOptions from keyword arguments; a name that is none of its fields is a TypeError
+    naming it and the fields. `alignments` may also be True or False (soft or none)."""
+    fields = [field.name for field in dataclasses.fields(DecodingOptions)]
+    unknown = sorted(set(decoding) - set(fields))
+    if unknown:
+        raise TypeError(f"{function}() got unexpected keyword argument(s) {', '.join(unknown)}; "
+                        f"the decoding options are {', '.join(fields)}")
+    if isinstance(decoding.get("alignments"), bool):
+        decoding["alignments"] = "soft" if decoding["alignments"] else "none"
+    return DecodingOptions(**decoding)
+
+
+class Translator:
+    """A trained model that translates lists of sentences; open one with `from_model_dir`,
+    `from_export` or `from_server`.
+
+    `translate` returns `Translation`s (text, score, tokens, alignment); `score` the
+    probability of given translations (model directories only). Both take plain lists of str
+    and give results in their order. `config` is the model's config.json (None from a server).
+    """
+
+    def __init__(self, backend, config=None, options=None, where=""):
+        """Wraps a backend (decoding/backend.py); the factories below are the public way in.
+        `options`: the DecodingOptions of an in-process backend, None for an export or a
+        server (which decode as they were exported)."""
+        self._backend = backend
+        self.config = config
+        self.options = options
+        self._where = where
+        self._siblings = {}
+
+    # --- opening ------------------------------------------------------------------------------
+    @classmethod
+    @_quiet
+    def from_model_dir(cls, path, checkpoint=None, **decoding):
+        """The model directory `path` (what `tfnmt train` wrote) at `checkpoint` (None: the
+        latest; "best": the best by validation; or a checkpoint's path), decoded with the
+        DecodingOptions fields given as keywords: beam_size, length_penalty,
+        length_penalty_mode, n_best, alignments, max_decode_length, no_repeat_ngram_size,
+        sampling, ... (`tfnmt translate --help` describes each under its flag name)."""
+        from tfnmt.serving import backends
+        options = _decoding_options("from_model_dir", decoding)
+        config, backend = backends.from_checkpoint(path, checkpoint or "", options)
+        return cls(backend, config, options, where=path)
+
+    @classmethod
+    @_quiet
+    def from_export(cls, path, signature="serving_default"):
+        """An export, DIR/NAME/VERSION as `tfnmt export` writes it (a SavedModel, or a TFLite
+        flatbuffer with its spm.model), through `signature` (a CTC model's export also has
+        `beam`). It decodes as it was exported; n_best and alignments need an export made with
+        them."""
+        from tfnmt.serving import backends
+        config, backend = backends.from_export(path, signature)
+        return cls(backend, config, where=path)
+
+    @classmethod
+    @_quiet
+    def from_server(cls, url, model_name, version=0, retries=None, timeout=None):
+        """The model `model_name` (at `version`, 0: the newest) served at `url` by `tfnmt serve`
+        or TF Serving's REST API, e.g. "http://localhost:8501". Unreachable or loading, it is
+        retried `retries` times (default: --server_retries) within `timeout` seconds a request
+        (default: --server_timeout)."""
+        from tfnmt.serving import backends
+        from tfnmt.serving.options import ClientOptions
+        settings = {"server": url, "served_model": model_name, "model_version": version}
+        settings.update({k: v for k, v in (("server_retries", retries),
+                                           ("server_timeout", timeout)) if v is not None})
+        _, backend = backends.from_server(ClientOptions(**settings))
+        return cls(backend, where=url)
+
+    # --- translating --------------------------------------------------------------------------
+    @_quiet
+    def translate(self, sources, n_best=None, alignments=None, batch_size=DEFAULT_BATCH_SIZE):
+        """Translations of `sources` (a list of str), in their order: one `Translation` per
+        source or, with `n_best` N > 1, a list of its N best, best first.
+
+        n_best, alignments: None takes the translator's own (from_model_dir's decoding
+        options; 1 and False for an export or a server). alignments=True gives each
+        translation its `alignment` (the model's attention) and generated `tokens`; a model
+        without attention, or an export made without --alignments, or a server, refuse it.
+        Not with n_best > 1.
+        """
+        return [result for _, result in sorted(
+            self.translations(sources, n_best=n_best, alignments=alignments,
+                              batch_size=batch_size),
+            key=lambda pair: pair[0])]
+
+    def translations(self, sources, n_best=None, alignments=None,
+                     batch_size=DEFAULT_BATCH_SIZE, window=0, progress=None, where=None):
+        """An iterator of (index, result) as `translate` computes them, a batch at a time, in
+        the order of decoding (sources of similar lengths together, sorted within each `window`
+        sources; 0: all of them): the streaming form that `tfnmt translate` writes as it goes.
+        The settings are checked, and the sources looked at (over-long ones named WHERE:LINE,
+        `where` defaulting to "sources"), before it returns; `progress`, e.g.
+        `tqdm(total=len(sources))`, is told of every batch (`update(n)`)."""
+        from tfnmt.decoding.translator import translated_batches
+        sources = _strings("sources", sources)
+        n_best, alignments = self._wanted(n_best, alignments)
+        backend = self._backend_for(n_best, alignments)
+        with native_logs.filtered():
+            backend.prepare(sources, where or "sources")
+        batches = translated_batches(backend, sources, batch_size, progress=progress,
+                                     window=window, n_best=n_best if n_best > 1 else 0,
+                                     alignments=alignments)
+        tokenize = None if alignments else getattr(backend, "target_pieces", None)
+        return _stream(batches, tokenize)
+
+    def _wanted(self, n_best, alignments):
+        own = self.options or DecodingOptions()
+        n_best = own.n_best if n_best is None else n_best
+        alignments = own.alignments != "none" if alignments is None else bool(alignments)
+        if not isinstance(n_best, int) or n_best < 1:
+            raise ValueError(f"n_best={n_best!r}: must be an int >= 1")
+        if alignments and n_best > 1:
+            raise ConfigError("alignments are of the best translation only: ask for n_best=1")
+        return n_best, alignments
+
+    def _backend_for(self, n_best, alignments):
+        """The backend that gives `n_best` hypotheses (with `alignments`): an in-process one
+        with other decoding options if need be (it shares the model); the export or server
+        otherwise, whose refusal is an UnsupportedError."""
+        if self.options is None:
+            return _Refusing(self._backend, self._where)
+        wanted = self.options
+        if n_best > wanted.n_best:
+            wanted = dataclasses.replace(wanted, n_best=n_best)
+        if alignments and wanted.alignments == "none":
+            wanted = dataclasses.replace(wanted, alignments="soft")
+        if wanted == self.options:
+            return self._backend
+        if wanted not in self._siblings:
+            self._siblings[wanted] = self._backend.with_options(wanted)
+        return self._siblings[wanted]
+
+    # --- scoring ------------------------------------------------------------------------------
+    @_quiet
+    def score(self, sources, targets, batch_size=DEFAULT_BATCH_SIZE):
+        """A `Score` per (source, target) pair: the log-probability of the target given the
+        source, read with teacher forcing (the sum of its tokens' log-probabilities and of eos
+        after them), and `normalized`, that over the length penalty of the decoding options.
+
+        The beam search ranks its hypotheses by that same normalized form: scoring a
+        translation's text gives back its `Translation.score` (its tokens as the target
+        vocabulary splits the text), and with length_penalty=0 `log_prob` is that score
+        itself. From a model directory only: an export or a server has no scoring signature
+        (UnsupportedError)."""
+        import numpy as np
+        import tensorflow as tf
+        sources, targets = _strings("sources", sources), _strings("targets", targets)
+        if len(sources) != len(targets):
+            raise ValueError(f"score: {len(sources)} sources but {len(targets)} targets")
+        if not hasattr(self._backend, "score_signature"):
+            raise UnsupportedError(f"score: {self._where} is {_kind(self._backend)}, which "
+                                   "gives translations only; open the model directory with "
+                                   "Translator.from_model_dir to score")
+        try:
+            self._backend.check_scorable(sources, "sources")
+        except ConfigError as e:  # a model that cannot score (not autoregressive)
+            raise UnsupportedError(str(e)) from None
+        scores = []
+        for start in range(0, len(sources), batch_size):
+            out = self._backend.score_signature(tf.constant(sources[start:start + batch_size]),
+                                                tf.constant(targets[start:start + batch_size]))
+            out = {key: np.asarray(value) for key, value in out.items()}
+            for log_prob, normalized, tokens in zip(out["log_prob"].tolist(),
+                                                    out["normalized"].tolist(),
+                                                    out["target_tokens"]):
+                scores.append(Score(log_prob, normalized,
+                                    tuple(t.decode("utf-8") for t in tokens if t)))
+        return scores
+
+    def __repr__(self):
+        return f"Translator({_kind(self._backend)} {self._where})"
+
+
+class _Refusing:
+    """An export's or a server's backend whose refusals of n_best and alignments (ConfigError,
+    worded for the command line) are UnsupportedErrors."""
+
+    def __init__(self, backend, where):
+        self._backend, self._where = backend, where
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def translate_n_best(self, text, n):
+        return self._refusing(self._backend.translate_n_best, text, n)
+
+    def translate_alignments(self, text):
+        return self._refusing(self._backend.translate_alignments, text)
+
+    def _refusing(self, method, *args):
+        try:
+            return method(*args)
+        except UnsupportedError:
+            raise
+        except ConfigError as e:
+            raise UnsupportedError(str(e)) from None
+
+
+def _kind(backend):
+    names = {"Translator": "a checkpoint", "SavedModelTranslator": "a SavedModel",
+             "TFLiteTranslator": "a TFLite export", "RemoteTranslator": "a served model"}
+    return names.get(type(backend).__name__, type(backend).__name__)
+
+
+def _strings(name, values):
+    if isinstance(values, str):
+        raise TypeError(f"{name}: a list of str, not one str (wrap it: [{values[:20]!r}])")
+    values = list(values)
+    wrong = [v for v in values if not isinstance(v, str)]
+    if wrong:
+        raise TypeError(f"{name}: a list of str; got {type(wrong[0]).__name__} {wrong[0]!r}")
+    return values
+
+
+def _stream(batches, tokenize):
+    # Only a batch's own work runs behind the filter of fd 2, never the caller's code between
+    # two results.
+    while True:
+        with native_logs.filtered():
+            batch = next(batches, None)
+            if batch and tokenize is not None:
+                batch = _with_tokens(batch, tokenize)
+        if batch is None:
+            return
+        yield from batch
+
+
+def _with_tokens(batch, tokenize):
+    """(index, result) with each Translation's `tokens` filled in by `tokenize` (list of str ->
+    pieces per text), one call for the batch."""
+    flat = [t for _, result in batch for t in (result if isinstance(result, list) else [result])]
+    pieces = iter(tokenize([t.text for t in flat]))
+    done = {id(t): dataclasses.replace(t, tokens=next(pieces)) for t in flat}
+    return [(index, [done[id(t)] for t in result] if isinstance(result, list) else done[id(result)])
+            for index, result in batch]
