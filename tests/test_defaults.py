@@ -81,6 +81,9 @@ def test_a_hyper_parameter_several_families_read_has_a_help_naming_each_meaning(
         assert f"{models}: {meaning}" in help_text
     # hybrid reads its encoder's or decoder's, whichever it is told to use.
     assert "hybrid: its chosen part's" in help_text
+    # Every model's defaults: no --model left over from an earlier command in this process.
+    flag_defs.FLAGS.unparse_flags()
+    flag_defs.FLAGS(["tfnmt"])
     listed = " ".join(verbs.help_text("train", flag_defs.FLAGS).split())
     assert "convs2s 0.2" in listed and "gru_encdec 0.0" in listed and "transformer 0.1" in listed
     # A name every model declares alike keeps its one help.

@@ -106,8 +106,9 @@ def test_info_counts_a_flagfile_model_before_training(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "vocabularies assumed 1,000 per side" in out
     embeddings = int(out.split("embeddings")[1].split()[0].replace(",", ""))
-    # Source and target tables 1000 x 8, their projections 8 x 16, positions 2 x 1024 x 16.
-    assert embeddings == 2 * 1000 * 8 + 2 * 8 * 16 + 2 * 1024 * 16
+    # Source and target tables 1000 x 8 and positions 2 x 1024 x 8 (as narrow as the tables,
+    # --narrow_positions), their sums projected 8 x 16.
+    assert embeddings == 2 * 1000 * 8 + 2 * 1024 * 8 + 2 * 8 * 16
 
 
 def test_evaluate_prints_bleu_chrf_and_signatures(trained_model, capsys):
