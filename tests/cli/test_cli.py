@@ -106,8 +106,8 @@ def test_info_counts_a_flagfile_model_before_training(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "vocabularies assumed 1,000 per side" in out
     embeddings = int(out.split("embeddings")[1].split()[0].replace(",", ""))
-    # Source and target tables 1000 x 8 and positions 2 x 1024 x 8 (as narrow as the tables,
-    # --narrow_positions), their sums projected 8 x 16.
+    # Source and target: a 1000 x 8 table, a 1024 x 8 position table (--narrow_positions) and
+    # 8 x 16 of projection each.
     assert embeddings == 2 * 1000 * 8 + 2 * 1024 * 8 + 2 * 8 * 16
 
 
