@@ -12,7 +12,7 @@ from absl import flags
 
 from tfnmt import options as tfnmt_options
 from tfnmt.cli.options import (AverageOptions, BenchOptions, ModelDirOptions, ModelOptions,
-                               TrainRunOptions, TranslationOptions)
+                               ScoreOptions, TrainRunOptions, TranslationOptions)
 from tfnmt.data.options import DataOptions, VocabOptions
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.evaluation.options import ScoringOptions
@@ -167,6 +167,9 @@ _group("translation", "input and output")
 options(TranslationOptions)
 # Read from a checkpoint, an export and a server alike.
 options(DecodingOptions, only=("n_best", "alignments"))
+
+_group("score", "given translations")
+options(ScoreOptions)
 
 _group("export_in", "an exported model instead of a checkpoint")
 options(ExportedModelOptions)

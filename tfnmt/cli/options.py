@@ -39,6 +39,16 @@ class TranslationOptions:
 
 
 @dataclasses.dataclass(frozen=True)
+class ScoreOptions:
+    """What `tfnmt score` reads beside --input: the translations to score, or an n-best list."""
+    references: str = option("", "The translations to score, one per line of --input.")
+    rerank: str = option(
+        "", "Instead of --references: an n-best list of --input as `translate --n_best=N` "
+        "writes it (INDEX ||| TRANSLATION ||| SCORE), written back with each hypothesis scored "
+        "by this model, best first per INDEX.")
+
+
+@dataclasses.dataclass(frozen=True)
 class AverageOptions:
     average_from: str = option(
         "last", "Average the last N or the N best (by the --best_metric training used).",

@@ -66,6 +66,9 @@ SERVER = When(lambda f: bool(f.server), "with --server")
 TRANSLATOR = [(CHECKPOINT, [group("model_dir"), group("decoding")]),
               (EXPORT, [group("export_in")]),
               (SERVER, [group("server")])]
+# Of the decoding settings, those that change a given translation's score: the normalized score
+# is over the length penalty, and a source is cut as the translator cuts it.
+SCORING_DECODING = ["length_penalty", "length_penalty_mode", "max_input_length"]
 
 
 def _bench(kind):
@@ -92,6 +95,10 @@ VERBS = {
         "translate a file or stdin",
         *TRANSLATOR,
         [group("translation")]),
+    "score": Verb(
+        "log-probability of given translations, or rerank an n-best list",
+        ["model_dir", "checkpoint", *SCORING_DECODING, "input", "output", "decode_batch_size",
+         group("score")]),
     "export": Verb(
         "export a SavedModel for TF Serving, a TFLite flatbuffer or a CTranslate2 model",
         [group("model_dir"), group("decoding"), "n_best", "alignments", group("export")]),
