@@ -151,8 +151,28 @@ def test_what_an_export_cannot_do_is_one_clear_error(export_dir):
         exported.translate(["a cat"], alignments=True)
     with pytest.raises(UnsupportedError, match="keeps 3 hypotheses per sentence"):
         exported.translate(["a cat"], n_best=4)
-    with pytest.raises(NotImplementedError, match="a SavedModel, which gives translations only"):
+    with pytest.raises(NotImplementedError, match="has no `score` signature; export it with "
+                                                  "--score, or score from the model directory"):
         exported.score(["a cat"], ["Katze"])
+
+
+def test_an_export_with_the_score_signature_scores_as_its_model_directory(checkpoint,
+                                                                          trained_model,
+                                                                          tmp_path):
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
+                   "--export_name=scoring", "--score",
+                   *(f"--{k}={v}" for k, v in DECODING.items())) == 0
+    exported = Translator.from_export(str(tmp_path / "scoring" / "1"))
+    sources = [s for s in SOURCES if s]
+    targets = [t.text for t in checkpoint.translate(sources, n_best=1)]
+    targets[0] = "Katze Katze Hund"  # and one the beam did not find
+    mine, theirs = checkpoint.score(sources, targets), exported.score(sources, targets)
+    assert [s.tokens for s in theirs] == [s.tokens for s in mine]
+    for field in ("log_prob", "normalized"):
+        assert [getattr(s, field) for s in theirs] == pytest.approx(
+            [getattr(s, field) for s in mine], abs=1e-5)
+    # A length penalty of 0.6 was exported (DECODING): normalized is not log_prob.
+    assert all(s.normalized > s.log_prob for s in theirs)
 
 
 def test_a_served_model_translates_as_its_model_directory(checkpoint, export_dir, tmp_path):

@@ -203,8 +203,9 @@ class Translator:
         The beam search ranks its hypotheses by that same normalized form: scoring a
         translation's text gives back its `Translation.score` (its tokens as the target
         vocabulary splits the text), and with length_penalty=0 `log_prob` is that score
-        itself. From a model directory only: an export or a server has no scoring signature
-        (UnsupportedError)."""
+        itself. From a model directory, or a SavedModel exported with --score (its
+        `score` signature, under the length penalty it was exported with); another export or
+        a server refuses (UnsupportedError)."""
         import numpy as np
         import tensorflow as tf
         sources, targets = _strings("sources", sources), _strings("targets", targets)

@@ -155,3 +155,10 @@ def test_a_model_that_cannot_score_is_one_line(corpus, files, tmp_path, capsys):
         "tfnmt score: error: score: model 'ctc_nat' is not autoregressive: it gives no "
         "probability of a target given its tokens before")
     assert captured.out == ""
+    # Nor can its export have a `score` signature.
+    assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'exports'}",
+                   "--score") == 2
+    assert _error(capsys) == (
+        "tfnmt export: error: score: model 'ctc_nat' is not autoregressive: it gives no "
+        "probability of a target given its tokens before")
+    assert not (tmp_path / "exports").exists() or not any((tmp_path / "exports").iterdir())

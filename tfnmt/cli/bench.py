@@ -123,7 +123,9 @@ def _export_translators(path):
     if os.path.isfile(os.path.join(path, tflite.MODEL_FILE)):
         return [("tflite", tflite.TFLiteTranslator(path))]
     first = saved_model.SavedModelTranslator(path)
-    names = sorted(first.signatures(), key=lambda n: (n != "serving_default", n))
+    # `score` reads given translations: there is nothing to decode with it.
+    names = sorted((n for n in first.signatures() if n != "score"),
+                   key=lambda n: (n != "serving_default", n))
     return [(name, first if name == "serving_default" else
              saved_model.SavedModelTranslator(path, name, module=first.module)) for name in names]
 

@@ -121,10 +121,10 @@ class Translator(tf.Module, Backend):
         return {"translations": tf.where(empty, "", tf.reshape(texts, [batch, n])),
                 "scores": tf.where(empty, 0.0, scores)}
 
-    def export_signatures(self):
+    def export_signatures(self, score=False):
         """{signature name: (concrete function, beam size)} for a SavedModel: the searcher's
-        variants (decoding/searches.py; serving_default first), and `n_best` when
-        `options.n_best` > 1."""
+        variants (decoding/searches.py; serving_default first), `n_best` when
+        `options.n_best` > 1, `alignments` with alignments, and `score` when asked for."""
         signatures = {}
         for name, searcher in self.searcher.variants().items():
             function = self.translate if searcher is self.searcher else tf.function(
@@ -137,6 +137,15 @@ class Translator(tf.Module, Backend):
         if self.options.alignments != "none":
             signatures["alignments"] = (self.alignments_signature.get_concrete_function(),
                                         self.searcher.width)
+        if score:
+            self.check_scorable([], "--score")
+            if self.model.source_window:
+                # The graph cannot refuse a long source as check_scorable does in Python.
+                raise ConfigError(f"--score: not for a model with a source window "
+                                  f"({self.model.registry_name!r} reads its long sources in "
+                                  "chunks, whose joined translation has no one score)")
+            signatures["score"] = (self.score_signature.get_concrete_function(),
+                                   self.searcher.width)
         return signatures
 
     def translate_alignments(self, text):

@@ -23,6 +23,11 @@ class ExportOptions:
     export_name: str = option("", "Served model name (default: the model's registry name).")
     export_version: int = option(
         0, "Version directory (0 = one more than the newest there).", bounds=">= 0")
+    score: bool = option(
+        False, "SavedModel: add the `score` signature (text, target -> log_prob, normalized, "
+        "target_tokens), the teacher-forced score of given translations under the export's "
+        "length penalty, which `tfnmt.Translator.from_export(...).score` reads. Autoregressive "
+        "models without a source window.")
 
     def __post_init__(self):
         check(self)  # each value in its range before the checks across values
@@ -31,3 +36,6 @@ class ExportOptions:
                               "chooses it when it translates (README: CTranslate2)")
         if self.quantize != "none" and self.format != "tflite":
             raise ConfigError("--quantize applies to --format=tflite only")
+        if self.score and self.format != "saved_model":
+            raise ConfigError("--score adds a SavedModel signature: not with "
+                              f"--format={self.format}")

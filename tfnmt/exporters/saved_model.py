@@ -6,7 +6,9 @@ A non-autoregressive model decodes greedily in `serving_default` and has a secon
 `beam`, with the same inputs and outputs; an export made with n_best N > 1 has `n_best`,
 translations and scores [B, N]; one made with alignments (hard or soft) has `alignments`:
 translations, scores, source_tokens, target_tokens and attention [B, T, S]
-(Translator.export_signatures, Translator.alignments_signature).
+(Translator.export_signatures, Translator.alignments_signature); one made with score has
+`score(text, target)` -> log_prob, normalized [B], target_tokens [B, T]
+(Translator.score_signature).
 
 The graph may only hold ops that TF Serving's stock model server has: core TensorFlow and
 tensorflow-text. `disallowed_ops` is checked on every export.
@@ -30,14 +32,18 @@ _PYTHON_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
 EXPORT_INFO = os.path.join("assets.extra", "tfnmt_export.json")
 
 
-def export(translator, export_dir, name, version=0, config=None):
-    """Writes the translator to export_dir/name/version atomically; returns that path.
+def export(translator, export_dir, name, version=0, config=None, score=False):
+    """Writes the translator to export_dir/name/version atomically; returns that path. With
+    `score`, the graph also has the `score` signature (Translator.score_signature).
 
     Next to the graph, assets.extra/tfnmt_export.json records the model config and the decoding
     settings baked into the signature (TF Serving ignores that folder's other files).
     """
+    # Before any directory is made: a signature the model cannot have is refused with nothing
+    # left behind.
+    signatures = translator.export_signatures(score=score)
+
     def write(staging):
-        signatures = translator.export_signatures()
         tf.saved_model.save(_servable(translator), staging,
                             signatures={name: fn for name, (fn, _) in signatures.items()})
         info = {"config": config or {}, "decoding": translator.options.record(),
@@ -135,6 +141,15 @@ class SavedModelTranslator(Backend):
             raise ConfigError(f"--alignments: {self.path} has no `alignments` signature; "
                               "export it with --alignments=hard or soft")
         return self.module.signatures["alignments"](text=text)
+
+    def check_scorable(self, sentences, where):
+        """Refuses scoring through an export made without the `score` signature."""
+        if "score" not in self.module.signatures:
+            raise ConfigError(f"score: {self.path} has no `score` signature; export it with "
+                              "--score, or score from the model directory")
+
+    def score_signature(self, text, target):
+        return self.module.signatures["score"](text=text, target=target)
 
 
 def graph_ops(path):
