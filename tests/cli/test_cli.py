@@ -1,6 +1,7 @@
 """Bad input gets one clear line and a non-zero exit, never a traceback; odd lines keep alignment."""
 
 import os
+import sys
 
 import pytest
 
@@ -305,6 +306,27 @@ def test_tensorflows_native_start_up_lines_are_dropped_and_errors_kept():
     # A record written after a progress bar's partial line: the bar stays, to be redrawn.
     assert native_line(b"\r 0%|  | 0/5E0000 00:00:1.5  7 util.cc:131] oneDNN supports DT_INT64\n") \
         == b"\r 0%|  | 0/5"
+
+
+def test_log_lines_go_to_the_stderr_of_the_moment_not_of_the_last_command(monkeypatch):
+    """A command run in-process binds logging; a later log record (the Python API's, after
+    pytest closed that command's captured stderr) goes to sys.stderr as it is then."""
+    import io
+
+    from absl import logging
+
+    from tfnmt.cli import console
+    from tfnmt.cli.flags import FLAGS
+    FLAGS.unparse_flags()
+    FLAGS(["tfnmt"])
+    first, later = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    console.setup_logging(FLAGS)
+    first.close()
+    monkeypatch.setattr(sys, "stderr", later)
+    logging.warning("after the command")
+    # Not "--- Logging error ---" about the closed stream, which quotes the message too.
+    assert later.getvalue().endswith("after the command\n") and "error" not in later.getvalue()
 
 
 def test_other_libraries_info_and_known_warnings_are_detail():

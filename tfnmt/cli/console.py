@@ -100,6 +100,23 @@ class _Short:
         return f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {level}{record.getMessage()}"
 
 
+class _CurrentStderr:
+    def write(self, text):
+        return sys.stderr.write(text)
+
+    def flush(self):
+        sys.stderr.flush()
+
+    def isatty(self):
+        return sys.stderr.isatty()
+
+    def close(self):
+        """absl's handler closes its stream at exit; sys.stderr is not ours to close."""
+
+
+_CURRENT_STDERR = _CurrentStderr()
+
+
 def setup_logging(flag_values):
     """Python logging for one command, from absl's --verbosity (0 unless given)."""
     import logging as std_logging
@@ -109,8 +126,9 @@ def setup_logging(flag_values):
     logging.use_absl_handler()
     logging.set_verbosity(verbosity)
     handler = logging.get_absl_handler()
-    # Log to the stderr of this call (it differs between in-process calls, e.g. under pytest).
-    handler.python_handler.stream = sys.stderr
+    # Log to sys.stderr as it is at each record, not as it was at this call: in-process callers
+    # (pytest's capture, the Python API after a CLI call) replace and close it in between.
+    handler.python_handler.stream = _CURRENT_STDERR
     handler.python_handler.setFormatter(logging.PythonFormatter() if verbosity >= 1 else _Short())
     for old in [f for f in handler.filters if isinstance(f, _Detail)]:
         handler.removeFilter(old)
