@@ -4,7 +4,8 @@ A source spec is one string:
   multi30k               project TFDS builder (Multi30k task 1, en/de/fr/cs)
   iwslt14                project TFDS builder (IWSLT14 de-en, fairseq split)
   tfds:NAME              any TFDS translation dataset, e.g. tfds:wmt14_translate/de-en
-  text:DIR               plain files DIR/{split}.{lang}, e.g. text:../shared/data/multi30k
+  text:DIR               plain files DIR/{split}.{lang} (or .gz), read as streams, e.g.
+                         text:../shared/data/multi30k
 
 Every source yields a `tf.data.Dataset` of (source string, target string) pairs.
 """
@@ -96,12 +97,9 @@ def _text_pairs(spec, split, limit):
     directory = spec.location
     if not directory:
         raise ConfigError("--data=text:DIR needs a directory")
-    source_path = os.path.join(directory, f"{split}.{spec.source_lang}")
-    target_path = os.path.join(directory, f"{split}.{spec.target_lang}")
-    sources, targets = text_files.read_parallel(source_path, target_path)
-    if limit:
-        sources, targets = sources[:limit], targets[:limit]
-    return tf.data.Dataset.from_tensor_slices((sources, targets))
+    return text_files.parallel_dataset(
+        text_files.corpus_file(directory, f"{split}.{spec.source_lang}"),
+        text_files.corpus_file(directory, f"{split}.{spec.target_lang}"), limit)
 
 
 def pairs(spec, split, limit=0):
