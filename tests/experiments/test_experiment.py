@@ -451,7 +451,7 @@ def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
         else:  # configs/experiments/cpu.flags
             assert budget["train_steps"] == 1500 and budget["batch_tokens"] == 2048
             assert spec["seeds"] == [1, 2] and spec["test_splits"] == ["test"]
-        forwarded = experiment.forwarded_flags()
+        forwarded = experiment.forwarded_flags(budget.get("kind", "steps"))
         assert f"--train_steps={budget['train_steps']}" in forwarded
         # Every system decodes alike, but CTC models: greedy, against the baseline's beam.
         assert spec["system_decoding"] == {

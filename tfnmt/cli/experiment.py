@@ -42,14 +42,16 @@ STOPPING = ("best_metric", "early_stopping_patience", "validate_every", "bleu_se
 _NOT_FORWARDED = {"model_dir", "seed", "evaluate_at_end"}
 
 
-def forwarded_flags():
+def forwarded_flags(budget_kind):
     """The experiment's own `train` flags, as arguments (they follow the system's flagfile)."""
     from tfnmt.cli.verbs import VERBS
     train = VERBS["train"]
+    # The budget always, defaults included: the report states it, so every run must get it;
+    # so too the stopping rule of --budget=converge, or a system's flagfile would set its own.
+    always = BUDGET + (STOPPING + ("validate_per_epoch",) if budget_kind == "converge" else ())
     # Those `train` reads in every mode: it refuses the others on its command line.
-    # The budget always, defaults included: the report states it, so every run must get it.
     return [FLAGS[name].serialize() for name in sorted(train.names() - _NOT_FORWARDED)
-            if (FLAGS[name].present or name in BUDGET) and None in train.modes(name)]
+            if (FLAGS[name].present or name in always) and None in train.modes(name)]
 
 
 def system_decodings(systems, forwarded):
@@ -84,7 +86,8 @@ def system_decodings(systems, forwarded):
 def spec_from_flags(o):
     """The experiment's spec from its ExperimentOptions `o` and the budget, data, scoring and
     decoding options the flags give."""
-    train = read_fields(TrainOptions, (*BUDGET, *STOPPING, "keep_checkpoints", "bleu_tokenize"))
+    train = read_fields(TrainOptions, (*BUDGET, *STOPPING, "validate_per_epoch", "keep_checkpoints",
+                                       "bleu_tokenize"))
     data, scoring = read(DataOptions), read(ScoringOptions)
     check_budget(o, train, given(TrainOptions))
     budget = {name: train[name] for name in BUDGET}
@@ -94,7 +97,7 @@ def spec_from_flags(o):
     edges = length_buckets.parse_edges(scoring.length_buckets) if scoring.length_buckets else None
     systems = options_lib.systems(
         o.systems, list(dict.fromkeys(os.path.dirname(os.path.abspath(f)) for f in FLAGFILES_READ)))
-    decodings = system_decodings(systems, forwarded_flags())
+    decodings = system_decodings(systems, forwarded_flags(o.budget))
     decoding = decodings[systems[0][0]]
     decode_batch_size = read(TranslationOptions).decode_batch_size
     return {
@@ -138,6 +141,9 @@ def check_budget(o, train, set_by_user):
             raise ConfigError("--budget=converge stops every system by one rule: set "
                               "--best_metric=bleu and --early_stopping_patience=N (N > 0) in the "
                               "experiment file; --train_steps is the cap")
+        if train["validate_per_epoch"]:
+            raise ConfigError("--budget=converge validates every --validate_every steps: drop "
+                              "--validate_per_epoch from the experiment file")
         if o.average_checkpoints:
             raise ConfigError("--budget=converge scores each run's best checkpoint: "
                               "--average_checkpoints is for the final ones of --budget=steps")
@@ -169,9 +175,9 @@ def run():
     os.makedirs(root, exist_ok=True)
     budget = spec["budget"]
     # Read now: each run's `train` parses the flags anew.
-    forwarded = forwarded_flags()
+    forwarded = forwarded_flags(o.budget)
     scoring = dict(spec["scoring"], test_splits=spec["test_splits"],
-                   checkpoint="best" if budget.get("kind") == "converge" else "last")
+                   checkpoint=runs_lib.scored_checkpoint(budget))
     mine = runs_lib.share(runs_lib.plan(root, spec["systems"], spec["seeds"]), index, count)
     failed = []
     timed = []  # seconds of each run trained by this command, scoring included
@@ -190,7 +196,7 @@ def run():
                                  run.name, _time_left(timed, mine[position - 1:], budget))
                     runs_lib.train(run, forwarded, budget, main.main)
                 own = dict(scoring, decode_options=spec["decodings"][run.system])
-                if not runs_lib.scored(run, spec["test_splits"]):
+                if not runs_lib.scored(run, spec["test_splits"], scoring["checkpoint"]):
                     runs_lib.score(run, root, own)
                 num = spec["average_checkpoints"]
                 if num and not runs_lib.averaged_scored(run, num, spec["test_splits"]):

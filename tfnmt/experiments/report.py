@@ -100,7 +100,8 @@ def collect(run, budget, splits, average=0):
     entry["validation"], totals = curves(read_scalars(run.directory))
     entry.update(totals)
     scores = runs_lib.read_json(os.path.join(run.directory, runs_lib.SCORES_FILE))
-    complete = runs_lib.trained(run, budget) and runs_lib.scored(run, splits)
+    complete = (runs_lib.trained(run, budget)
+                and runs_lib.scored(run, splits, runs_lib.scored_checkpoint(budget)))
     entry["status"] = "complete" if complete else "partial"
     if complete:
         entry["parameters"] = scores["parameters"]

@@ -90,11 +90,19 @@ def step(directory):
 
 def trained(run, budget):
     """Whether `train` finished this run at this budget (the experiment's spec["budget"]: its
-    step budget, or its cap when the run stopped early)."""
+    step budget, or its cap when the run stopped early, and its stopping rule)."""
     record = read_json(os.path.join(run.directory, RUN_FILE))
     return (bool(record) and record["budget_steps"] == budget["train_steps"]
             and record.get("budget", "steps") == budget.get("kind", "steps")
+            # Records written before the whole budget was kept have the steps to go by.
+            and record.get("rule", budget) == budget
             and record["step"] == step(run.directory))
+
+
+def scored_checkpoint(budget):
+    """Which checkpoint of a run an experiment of `budget` scores: "best" by validation BLEU
+    under --budget=converge, else "last" (the end of the budget)."""
+    return "best" if budget.get("kind") == "converge" else "last"
 
 
 def train(run, forwarded, budget, command):
@@ -117,16 +125,19 @@ def train(run, forwarded, budget, command):
         raise UserError("training did not finish (the line above says why)")
     os.makedirs(run.directory, exist_ok=True)
     record = {"system": run.system, "seed": run.seed, "flagfile": run.flagfile,
-              "budget_steps": budget["train_steps"], "step": latest_step(run.directory)}
+              "budget_steps": budget["train_steps"], "step": latest_step(run.directory),
+              "rule": budget}
     if budget.get("kind") == "converge":
         record["budget"] = "converge"
     write_json(os.path.join(run.directory, RUN_FILE), record)
 
 
-def scored(run, splits):
-    """Whether the newest checkpoint of a run is scored on every split of `splits`."""
+def scored(run, splits, checkpoint="last"):
+    """Whether a run at its newest step is scored on every split of `splits`, on its
+    `checkpoint` ("last" or "best", `scored_checkpoint`)."""
     scores = read_json(os.path.join(run.directory, SCORES_FILE))
     return (scores is not None and scores["step"] == step(run.directory)
+            and scores.get("scored", "last") == checkpoint
             and all(split in scores["tests"] for split in splits))
 
 
@@ -247,6 +258,7 @@ def score(run, root, settings, record=None):
     scoring = {"target_lang": spec.target_lang, "tokenize": settings["tokenize"]}
     result = {"step": latest_step(run.directory), "checkpoint": os.path.basename(path),
               "checkpoint_step": int(path.rsplit("-", 1)[1]),
+              "scored": settings.get("checkpoint", "last"),
               "parameters": int(model.count_params()), "tests": {}, **(record or {})}
     for split in splits:
         source_lines, references = _test_data(root, spec, split, settings["test_limit"])
