@@ -105,7 +105,7 @@ def test_export_records_its_decoding_options_and_older_names_still_load(exported
     assert info["decoding"] == DecodingOptions(beam_size=3, n_best=3).record()
     assert info["signatures"] == {"serving_default": {"beam_size": 3}, "n_best": {"beam_size": 3}}
     # An export written before max_source_length became max_input_length (and penalty_mode
-    # length_penalty_mode), without the fields added since.
+    # length_penalty_mode), without the fields added since: it decoded with no minimum length.
     old = shutil.copytree(exported[1], tmp_path / "old")
     info["decoding"] = {"beam_size": 3, "length_penalty": 0.6, "penalty_mode": "length",
                         "max_length_ratio": 1.5, "max_length_offset": 10,
@@ -114,7 +114,7 @@ def test_export_records_its_decoding_options_and_older_names_still_load(exported
         json.dump(info, f)
     translator = saved_model.SavedModelTranslator(str(old))
     assert translator.options == DecodingOptions(beam_size=3, length_penalty_mode="length",
-                                                 max_input_length=77)
+                                                 max_input_length=77, min_decode_length=0)
     assert translator.beam_size == 3
 
 

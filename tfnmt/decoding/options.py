@@ -12,6 +12,9 @@ ALIGNMENTS = ("none", "hard", "soft")
 
 # Names an export recorded before they were renamed: old name -> field.
 _RENAMED = {"max_source_length": "max_input_length", "penalty_mode": "length_penalty_mode"}
+# Fields added since the first exports, with what an export made before decoded with where
+# that differs from today's default: such a graph has no minimum length.
+_ADDED = {"min_decode_length": 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +90,7 @@ class DecodingOptions:
     @classmethod
     def from_record(cls, record):
         """The options an export recorded (`record`), under today's names; what an older export
-        did not record takes its default."""
+        did not record is what it decoded with (`_ADDED`), else the default."""
         names = {field.name for field in dataclasses.fields(cls)}
-        values = {_RENAMED.get(key, key): value for key, value in (record or {}).items()}
+        values = {**_ADDED, **{_RENAMED.get(key, key): value for key, value in (record or {}).items()}}
         return cls(**{key: value for key, value in values.items() if key in names})

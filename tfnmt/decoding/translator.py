@@ -305,8 +305,11 @@ def translated_batches(translator, sentences, batch_size, progress=None, window=
             if progress is not None:
                 progress.update(len(index))
     if empty:
-        logging.warning("%d of %d translations are empty where the source is not (raise "
-                        "--min_decode_length to forbid them)", empty, len(sentences))
+        # A CTC model chooses its labels all at once: only the autoregressive ones take a
+        # minimum length.
+        logging.warning("%d of %d translations are empty where the source is not "
+                        "(--min_decode_length holds eos back in autoregressive models)",
+                        empty, len(sentences))
 
 
 def n_best_lines(index, hypotheses):
