@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from tfnmt.decoding.beam_search import beam_search, length_penalty, max_lengths, wide_top_k
-from tfnmt.decoding import searches
+from tfnmt.decoding import compiled, searches
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.sampling import sampler, search
 from tfnmt.errors import ConfigError
@@ -27,6 +27,9 @@ class TableModel:
 
     def initial_state(self, memory):
         return {"steps": tf.zeros_like(memory["x"][:, 0], tf.int32)}
+
+    def fixed_initial_state(self, memory, steps):  # the compiled searches' (nothing grows)
+        return self.initial_state(memory)
 
     def step(self, ids, time, state, memory):
         return tf.gather(self.table, ids), {"steps": state["steps"] + 1}
@@ -321,6 +324,15 @@ def test_min_decode_length_holds_eos_back_in_every_search(min_length):
     drawn, _ = search(model, {"x": tf.zeros([6, 1])}, tf.constant([12] * 6),
                       sampler(0, 1.0, 5), 0.0, "gnmt", 0, min_length)
     assert all(len(_tokens(row)) >= min_length for row in drawn.numpy()[:, 0])
+    # The searches --xla_decoding compiles (run here without XLA: the rule is theirs).
+    ids, scores = compiled.greedy(model, memory, tf.constant([12]), 12, 0.0, "gnmt", min_length)
+    assert _tokens(ids.numpy()[0, 0]) == expected
+    np.testing.assert_allclose(scores.numpy()[0, 0], log_prob, rtol=1e-5)
+    ids, scores = compiled.beam(model, memory, tf.constant([12]), 12, 3, 0.0, "gnmt", 3,
+                                min_length)
+    assert _tokens(ids.numpy()[0, 0]) == expected
+    np.testing.assert_allclose(scores.numpy()[0, 0], log_prob, rtol=1e-5)
+    assert all(len(_tokens(row)) >= min_length for row in ids.numpy()[0])
 
 
 def test_the_length_limit_wins_over_min_decode_length():
