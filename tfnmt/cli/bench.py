@@ -17,6 +17,8 @@
                      requests/s and latency percentiles. With --export_dir and --served_model it
                      starts `tfnmt serve` twice (batching on, then off); with --server it loads that
                      server. Sentences: --input, else the model's test split.
+  --bench=data       the training input pipeline alone (cli/bench_data.py): time to the first
+                     batch, an epoch's target tokens/s, resume time, peak memory
 """
 
 import json
@@ -263,7 +265,9 @@ def run():
         for one in result:
             print(json.dumps(one))
     else:
-        benches = {"train": bench_train, "translate": bench_translate, "decode": bench_decode}
+        from tfnmt.cli.bench_data import bench_data
+        benches = {"train": bench_train, "translate": bench_translate, "decode": bench_decode,
+                   "data": bench_data}
         result = benches[bench.bench](bench)
         if "table" in result:
             print(result["table"])

@@ -63,7 +63,8 @@ class AverageOptions:
 class BenchOptions:
     bench: str = option(
         "translate", "What `tfnmt bench` measures (decode: several --saved_model=A,B,... side by "
-        "side; serve: a REST load test).", choices=("train", "translate", "decode", "serve"))
+        "side; serve: a REST load test; data: the training input pipeline alone).",
+        choices=("train", "translate", "decode", "serve", "data"))
     bench_steps: int = option(30, "Timed training steps (after 5 warm-up steps).", bounds=">= 1")
     bench_sentences: int = option(
         256, "Test sentences translated for the speed benchmark.", bounds=">= 1")
@@ -74,6 +75,9 @@ class BenchOptions:
         "print a side-by-side table of both decoding the same sentences, beam and greedy, each "
         "engine alone in its own process, with their agreement and the machine's other load "
         "(pip install -e \".[ctranslate2]\").")
+    bench_resume_at: float = option(
+        0.9, "--bench=data: time a resume after this share of an epoch's batches.",
+        bounds="[0, 1]")
     bench_output: str = option(
         "", "Also write the result (the JSON printed last) to this file, indented.")
     bench_clients: int = option(8, "--bench=serve: concurrent clients.", bounds=">= 1")

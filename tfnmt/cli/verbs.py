@@ -147,7 +147,11 @@ VERBS = {
          ["export_dir", "max_batch_size", "batch_timeout_micros", "num_batch_threads",
           "max_enqueued_batches", "rest_api_num_threads"]),
         (_bench("serve") & When(lambda f: f.input == "-", "without --input"),
-         [*DATA_SOURCE, "test_split", "bench_sentences"])),
+         [*DATA_SOURCE, "test_split", "bench_sentences"]),
+        (_bench("data"), ["model_dir", *DATA_SOURCE, "train_split", "train_limit",
+                          group("vocabulary"), "seed", "batch_tokens", "batch_size",
+                          "shuffle_buffer", "max_source_length", "max_target_length",
+                          "bench_resume_at"])),
 }
 
 

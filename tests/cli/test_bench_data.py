@@ -1,0 +1,44 @@
+"""tfnmt bench --bench=data: the input pipeline's figures count what an epoch holds, and the
+resumed stream starts where an uninterrupted one goes on."""
+
+import gzip
+import json
+import os
+
+from conftest import run_cli, write_corpus
+from tfnmt.data import vocab
+
+
+def test_the_data_bench_counts_an_epoch_and_resumes_at_its_batch(tmp_path):
+    corpus = write_corpus(str(tmp_path / "corpus"), splits=(("train", 300),))
+    # A bad pair and a gzipped side: the bench reads the corpus as `train` does.
+    with open(os.path.join(corpus, "train.en"), "a", encoding="utf-8") as f:
+        f.write("\n")
+    with open(os.path.join(corpus, "train.de"), "a", encoding="utf-8") as f:
+        f.write("nicht leer\n")
+    with open(os.path.join(corpus, "train.de"), "rb") as f, \
+            gzip.open(os.path.join(corpus, "train.de.gz"), "wb") as out:
+        out.write(f.read())
+    os.remove(os.path.join(corpus, "train.de"))
+    model_dir, output = tmp_path / "m", tmp_path / "bench.json"
+    assert run_cli("bench", "--bench=data", f"--model_dir={model_dir}", f"--data=text:{corpus}",
+                   "--vocab_size=60", "--vocab_type=word", "--batch_tokens=128",
+                   "--max_source_length=100", "--max_target_length=100",
+                   "--bench_resume_at=0.5", f"--bench_output={output}") == 0
+    result = json.loads(output.read_text())
+    assert result["vocab_seconds"] > 0 and os.path.isfile(model_dir / vocab.JOINT_FILE)
+    # Every good pair once; its target tokens and eos, counted from the vocabulary itself.
+    with open(os.path.join(corpus, "train.en"), encoding="utf-8") as f:
+        sources = f.read().splitlines()
+    with gzip.open(os.path.join(corpus, "train.de.gz"), "rt", encoding="utf-8") as f:
+        targets = f.read().splitlines()
+    good = [t for s, t in zip(sources, targets) if s.strip() and t.strip()]
+    assert len(good) == 300
+    target_vocab = vocab.load_vocabs(str(model_dir))[1]
+    assert result["epoch_sentences"] == 300
+    assert result["epoch_target_tokens"] == sum(len(target_vocab.encode(t)) + 1 for t in good)
+    # Resumed after half the epoch's batches: the next batch's position is the one after.
+    after = int(0.5 * result["epoch_batches"]) - 1
+    assert result["epoch_batches"] > 4 and result["resumed_after_batch"] == after
+    assert result["resumed_position"] == [0, after + 1]
+    assert result["peak_rss_mb"] > 0 and result["target_tokens_per_second"] > 0

@@ -1,0 +1,113 @@
+"""tfnmt bench --bench=data: the training input pipeline alone, as `train` builds it, with no
+model: how its costs grow with the corpus (issue 36's table in docs/benchmarks.md).
+
+Measured, in this order, in one process:
+  vocab_seconds             training the vocabulary, when --model_dir has none yet (as `tfnmt
+                            vocab` does), and that step's peak memory
+  first_batch_seconds       from nothing to the first training batch: opening the corpus
+                            (text:DIR scans each file once), the check that a pair fits the
+                            length limits, the shuffle buffer's fill and the first tokenization
+  target_tokens_per_second  one whole epoch of batches (epoch 0), tokenized, filtered,
+                            bucketed, over its wall time; with its batches and sentences
+  resume_seconds            from nothing to the first batch of a stream resumed after batch
+                            --bench_resume_at x (batches of an epoch), as `train` resumes
+  peak_rss_mb               the process's peak memory over the three pipeline measurements
+                            (the vocabulary's peak is cleared first, where Linux allows)
+A model's source window (conv_encoder) would lower the source length limit; the bench uses the
+flags' limits as they are.
+"""
+
+import resource
+import time
+
+from tfnmt.cli import common
+from tfnmt.cli.flags import read, read_fields
+from tfnmt.cli.options import ModelDirOptions
+from tfnmt.data import pipeline, vocab
+from tfnmt.data.options import DataOptions, VocabOptions
+from tfnmt.errors import DataError
+from tfnmt.training.options import TrainOptions
+
+BATCHING = ("batch_tokens", "batch_size", "max_source_length", "max_target_length")
+
+
+def _peak_rss_mb():
+    """The process's peak resident memory since start or since `_clear_peak_rss`."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _clear_peak_rss():
+    """Resets VmHWM to the current memory (Linux >= 4.0); False where that is not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def epoch_batches(stream):
+    """(batches, sentences, target tokens) of a finite dataset of training batches."""
+    batches = sentences = tokens = 0
+    for features, labels in stream:
+        batches += 1
+        sentences += int(labels.shape[0])
+        tokens += int((labels.numpy() != 0).sum())
+    return batches, sentences, tokens
+
+
+def bench_data(bench):
+    from tfnmt.cli.vocab import build_vocab
+    from tfnmt.data import sources
+    from tfnmt.training.trainer import _training_stream
+
+    model_dir, data = read(ModelDirOptions).model_dir, read(DataOptions)
+    common.require(model_dir=model_dir)
+    options = read(TrainOptions)
+    spec = common.data_spec(data)
+    split = common.splits(data, spec)[0]
+    result = {"bench": "data", "data": spec.source, "split": split,
+              "batch_tokens": options.batch_tokens, "batch_size": options.batch_size,
+              "shuffle_buffer": options.shuffle_buffer}
+    try:
+        vocab.vocab_paths(model_dir)
+    except DataError:  # none yet: train it, as `tfnmt vocab` would
+        start = time.perf_counter()
+        build_vocab(model_dir, spec, split, data.train_limit, read(VocabOptions), options.seed)
+        result["vocab_seconds"] = round(time.perf_counter() - start, 2)
+        result["vocab_peak_rss_mb"] = _peak_rss_mb()
+    vocabs = vocab.load_vocabs(model_dir)
+    result["peak_rss_cleared"] = _clear_peak_rss()
+    batching = {name: getattr(options, name) for name in BATCHING}
+
+    start = time.perf_counter()
+    stream = _training_stream(spec, split, data.train_limit, vocabs, (0, -1), batching, options)
+    next(iter(stream))
+    result["first_batch_seconds"] = round(time.perf_counter() - start, 2)
+
+    start = time.perf_counter()
+    epoch = pipeline.training_epoch(sources.pairs(spec, split, data.train_limit), *vocabs, epoch=0,
+                                    seed=options.seed, shuffle_buffer=options.shuffle_buffer,
+                                    **batching)
+    batches, sentences, tokens = epoch_batches(epoch)
+    seconds = time.perf_counter() - start
+    result.update(epoch_batches=batches, epoch_sentences=sentences, epoch_target_tokens=tokens,
+                  epoch_seconds=round(seconds, 2),
+                  target_tokens_per_second=round(tokens / seconds, 1))
+
+    after = max(int(bench.bench_resume_at * batches) - 1, -1)
+    start = time.perf_counter()
+    stream = _training_stream(spec, split, data.train_limit, vocabs, (0, after), batching, options)
+    resumed = next(iter(stream))
+    result["resume_seconds"] = round(time.perf_counter() - start, 2)
+    result["resumed_after_batch"] = after
+    result["resumed_position"] = [int(v) for v in resumed[0]["position"].numpy()]
+    result["peak_rss_mb"] = _peak_rss_mb()
+    return result
