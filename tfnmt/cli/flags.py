@@ -13,7 +13,7 @@ from absl import flags
 from tfnmt import options as tfnmt_options
 from tfnmt.cli.options import (AverageOptions, BenchOptions, ModelDirOptions, ModelOptions,
                                ScoreOptions, TrainRunOptions, TranslationOptions)
-from tfnmt.data.options import DataOptions, VocabOptions
+from tfnmt.data.options import DataOptions, DataServiceOptions, VocabOptions
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.evaluation.options import ScoringOptions
 from tfnmt.exporters.options import ExportOptions
@@ -144,6 +144,9 @@ options(ModelDirOptions)
 
 _group("data", "data")
 options(DataOptions)
+
+_group("data_service", "tf.data service (training batches made on other machines)")
+options(DataServiceOptions)
 
 # --- vocabulary ---------------------------------------------------------------------------------
 _group("vocabulary", "vocabulary (`train` trains one when the model directory has none)")

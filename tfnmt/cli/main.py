@@ -117,7 +117,7 @@ def _main(argv):
         import keras
         # Global Keras state must not leak between in-process calls (tests, notebooks).
         keras.mixed_precision.set_global_policy("float32")
-        module = importlib.import_module(f"tfnmt.cli.{verb}")
+        module = importlib.import_module(f"tfnmt.cli.{verb.replace('-', '_')}")
         module.run()
     except UserError as e:
         return _fail(verb, str(e))

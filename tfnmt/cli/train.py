@@ -14,7 +14,7 @@ from tfnmt.cli import common, evaluate, hparams as hparam_flags, vocab
 from tfnmt.cli.flags import read
 from tfnmt.cli.options import ModelDirOptions, ModelOptions, TrainRunOptions
 from tfnmt.data import vocab as vocab_lib
-from tfnmt.data.options import DataOptions, VocabOptions
+from tfnmt.data.options import DataOptions, DataServiceOptions, VocabOptions
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError, DataError
 from tfnmt.models import catalog
@@ -104,6 +104,6 @@ def run():
     train_split, valid_split, test_split = common.splits(new.data, spec)
     train(new.where.model_dir, config, spec, (train_split, valid_split),
           (new.data.train_limit, new.data.valid_limit), new.train, read(DecodingOptions),
-          strategy)
+          strategy, read(DataServiceOptions).data_service)
     if run_options.evaluate_at_end and test_split and distribution.is_chief(strategy):
         evaluate.run()

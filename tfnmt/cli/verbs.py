@@ -83,7 +83,7 @@ VERBS = {
         "train or resume a model (builds the vocabulary if missing)",
         ["model_dir", *DATA_SOURCE, "train_split", "valid_split", "test_split", "train_limit",
          "valid_limit", group("vocabulary"), group("model"), group("training"), group("decoding"),
-         "bleu_tokenize"],  # validation BLEU
+         "bleu_tokenize", "data_service"],  # validation BLEU
         (When(lambda f: f.evaluate_at_end, "with --evaluate_at_end"),
          ["checkpoint", "test_limit", "decode_batch_size", "output", group("evaluation")])),
     "evaluate": Verb(
@@ -125,6 +125,9 @@ VERBS = {
         (When(lambda f: not _trained_model_dir(f),
               "for a model not trained yet (no config.json in --model_dir)"),
          [group("model"), "vocab_size"])),
+    "data-service": Verb(
+        "run a tf.data service dispatcher or worker that makes training batches",
+        [group("data_service")]),
     "bench": Verb(
         "measure training and translation speed",
         ["bench", "bench_output"],

@@ -34,3 +34,17 @@ class VocabOptions:
     joint_vocab: bool = option(True, "One vocabulary for both languages (else one per side).")
     vocab_max_sentences: int = option(2_000_000, "Sentences sampled to train SentencePiece.",
                                       bounds=">= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataServiceOptions:
+    data_service: str = option(
+        "", "train: the tf.data service dispatcher (grpc://HOST:PORT) whose workers make the "
+        "training batches (docs/training.md); data-service: the dispatcher this worker joins "
+        "(none: start the dispatcher).")
+    data_service_port: int = option(
+        5050, "data-service: the port to serve on (0: any free port; the address is printed).",
+        bounds="[0, 65535]")
+    data_service_host: str = option(
+        "", "data-service: the host name trainers reach this worker at (default: this "
+        "machine's fully qualified name).")

@@ -151,14 +151,27 @@ def group(n):
 
 
 def training_stream(pairs, source_vocab, target_vocab, *, start_epoch=0, skip_batches=0,
-                    accumulate_steps=1, **kwargs):
+                    accumulate_steps=1, data_service="", job_name="", **kwargs):
     """Endless training batches from epoch `start_epoch`, skipping its first `skip_batches`;
-    grouped by `accumulate_steps` (see `group`). Groups run on across epoch ends."""
+    grouped by `accumulate_steps` (see `group`). Groups run on across epoch ends. With
+    `data_service`, the batches are made by that tf.data service (`served`)."""
     def epoch_dataset(epoch):
         dataset = training_epoch(pairs, source_vocab, target_vocab, epoch=epoch, **kwargs)
         return dataset.skip(tf.where(epoch == start_epoch, tf.cast(skip_batches, tf.int64), 0))
-    epochs = tf.data.Dataset.range(start_epoch, 1 << 62)
-    return epochs.flat_map(epoch_dataset).apply(group(accumulate_steps)).prefetch(tf.data.AUTOTUNE)
+    stream = tf.data.Dataset.range(start_epoch, 1 << 62).flat_map(epoch_dataset)
+    if data_service:
+        stream = stream.apply(served(data_service, job_name))
+    return stream.apply(group(accumulate_steps)).prefetch(tf.data.AUTOTUNE)
+
+
+def served(address, job_name):
+    """The batches of an epoch stream made by the tf.data service whose dispatcher is at
+    `address`: the dispatcher hands each epoch to one of its workers, so W workers make W
+    epochs at once, and every consumer of the job `job_name` (each training worker of one run)
+    gets a share of the batches, none twice. Batches of one epoch arrive in order; epochs made
+    at once interleave."""
+    return tf.data.experimental.service.distribute(
+        processing_mode="distributed_epoch", service=address, job_name=job_name)
 
 
 def evaluation_batches(pairs, source_vocab, target_vocab, *, batch_tokens=0, batch_size=0,

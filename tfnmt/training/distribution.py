@@ -89,12 +89,16 @@ def describe(strategy):
 
 
 
-def distribute(stream, strategy):
-    """The global batch stream split between workers and replicas (see the module docstring)."""
+def distribute(stream, strategy, served=False):
+    """The global batch stream split between workers and replicas (see the module docstring).
+    `served`: the stream is a tf.data service job's, which gives each worker batches of its own
+    already (data/pipeline.py `served`)."""
     if strategy is None:
         return stream
 
     def per_worker(context):
+        if served:
+            return stream
         return stream.shard(context.num_input_pipelines, context.input_pipeline_id)
     return strategy.distribute_datasets_from_function(per_worker)
 

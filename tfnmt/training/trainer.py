@@ -8,6 +8,7 @@ newest checkpoint (model, optimizer, lr-schedule memory, data position) and cont
 batch after the last one trained.
 """
 
+import hashlib
 import os
 
 import keras
@@ -40,18 +41,22 @@ def source_length_limit(model, max_source_length):
     return max_source_length
 
 
-def train(model_dir, config, spec, splits, limits, options, decode_options, strategy=None):
+def train(model_dir, config, spec, splits, limits, options, decode_options, strategy=None,
+          data_service=""):
     """Trains (or resumes) the model described by `config` in `model_dir`.
 
     splits: (train, validation) split names; limits: (train, validation) pair caps (0 = all).
     strategy: a tf.distribute strategy (training/distribution.py) or None for one device.
+    data_service: a tf.data service dispatcher's address, which then makes the batches.
     Returns the schedule callback's history (a list of dicts), for tests and benchmarks.
     """
     if strategy is None:
-        return _train(model_dir, config, spec, splits, limits, options, decode_options, None)
+        return _train(model_dir, config, spec, splits, limits, options, decode_options, None,
+                      data_service)
     # Variables, datasets and fit all belong to the strategy.
     with strategy.scope():
-        return _train(model_dir, config, spec, splits, limits, options, decode_options, strategy)
+        return _train(model_dir, config, spec, splits, limits, options, decode_options, strategy,
+                      data_service)
 
 
 def compiled_model(config, options):
@@ -75,7 +80,8 @@ def training_batching(model, options):
                 max_target_length=options.max_target_length)
 
 
-def _train(model_dir, config, spec, splits, limits, options, decode_options, strategy):
+def _train(model_dir, config, spec, splits, limits, options, decode_options, strategy,
+           data_service):
     if splits[1] and options.bleu_sentences > 0:
         bleu.metric(target_lang=spec.target_lang, tokenize=options.bleu_tokenize)
     if os.path.isfile(model_dir_lib.config_path(model_dir)):
@@ -93,8 +99,9 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     step, position = start
     batching = training_batching(model, options)
     stream = _training_stream(spec, splits[0], limits[0], (source_vocab, target_vocab), position,
-                              batching, options)
-    stream = distribution.distribute(stream, strategy)
+                              batching, options,
+                              (data_service, _job_name(model_dir, step) if data_service else ""))
+    stream = distribution.distribute(stream, strategy, served=bool(data_service))
     validator = None
     if splits[1]:
         validator = _validator(model, spec, splits[1], limits[1], (source_vocab, target_vocab),
@@ -164,9 +171,17 @@ def _resume(model, model_dir, checkpoints, early_stopping, options):
     return step, (epoch, index)
 
 
-def _training_stream(spec, split, limit, vocabs, position, batching, options):
+def _job_name(model_dir, step):
+    """The tf.data service job this run's training workers share: one per model directory and
+    start step, so that another run, or this one resumed, gets batches of its own."""
+    digest = hashlib.sha1(os.path.abspath(model_dir).encode("utf-8")).hexdigest()[:12]
+    return f"tfnmt-{digest}-{step}"
+
+
+def _training_stream(spec, split, limit, vocabs, position, batching, options, service=("", "")):
     """The endless training batches from the one after `position` (epoch, batch index, the
-    last trained) on; a DataError if no training pair is within the length limits."""
+    last trained) on, made by the tf.data service `service` (address, job name) if given; a
+    DataError if no training pair is within the length limits."""
     source_vocab, target_vocab = vocabs
     epoch, index = position
     train_pairs = sources.pairs(spec, split, limit)
@@ -181,6 +196,7 @@ def _training_stream(spec, split, limit, vocabs, position, batching, options):
     return pipeline.training_stream(train_pairs, source_vocab, target_vocab,
                                     start_epoch=max(epoch, 0), skip_batches=index + 1,
                                     accumulate_steps=options.accumulate_steps,
+                                    data_service=service[0], job_name=service[1],
                                     seed=options.seed, shuffle_buffer=options.shuffle_buffer,
                                     **batching)
 
