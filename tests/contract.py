@@ -202,10 +202,10 @@ OVERFIT_PAIRS = 40
 
 
 def overfit_export_and_compare(workdir, multi30k_dir, *model_flags, steps, learning_rate, below,
-                               tag="train/loss", lines=12, extra_sources=(),
+                               pairs=OVERFIT_PAIRS, tag="train/loss", lines=12, extra_sources=(),
                                export_flags=("--beam_size=3",),
                                compare=((("--beam_size=3",), ()),)):
-    """Trains a tiny model (`model_flags`) on the first OVERFIT_PAIRS Multi30k pairs and asserts
+    """Trains a tiny model (`model_flags`) on the first `pairs` Multi30k pairs and asserts
     that the `tag` loss of the last quarter of the steps is below `below` (nats per target token)
     and below a third of the first quarter's; exports it (`export_flags`); translates the first
     `lines` training sources and `extra_sources` from the checkpoint and from the SavedModel, once
@@ -216,7 +216,7 @@ def overfit_export_and_compare(workdir, multi30k_dir, *model_flags, steps, learn
     .sources (the input file) and .outputs (the lines of each comparison)."""
     model_dir = os.path.join(workdir, "m")
     overfit_multi30k(model_dir, multi30k_dir, *model_flags, steps=steps,
-                     learning_rate=learning_rate, pairs=OVERFIT_PAIRS)
+                     learning_rate=learning_rate, pairs=pairs)
     losses = [loss for _, loss in events(model_dir, tag)]
     assert len(losses) == 4 and losses[-1] < below and losses[-1] < losses[0] / 3, losses
     export_dir = os.path.join(workdir, "e")

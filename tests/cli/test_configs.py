@@ -8,7 +8,8 @@ import pytest
 
 from conftest import REPO
 
-# Experiment files (configs/experiments/) name such flagfiles: tests/experiments/test_experiment.py.
+# Experiment files (configs/experiments/) name such flagfiles (their test:
+# tests/experiments/test_experiment_files.py).
 CONFIGS = sorted(p for p in glob.glob(os.path.join(REPO, "configs", "**", "*.cfg"), recursive=True)
                  if not os.path.relpath(p, REPO).startswith(os.path.join("configs", "experiments")))
 

@@ -1,8 +1,9 @@
-"""`tfnmt experiment`: a tiny experiment (2 systems x 2 seeds, a few steps on the synthetic corpus)
-run in shares, interrupted, resumed, and its report checked against sacreBLEU."""
+"""`tfnmt experiment`: a tiny experiment (2 systems x 2 seeds, a few steps on the synthetic corpus,
+helpers/experiments.py) run in shares, interrupted, resumed, its report checked against
+sacreBLEU, its checkpoints averaged, its records kept as docs/results keeps them; a failing run
+and the time left. The converge budget: test_converge_budget.py; experiment files and flags:
+test_experiment_files.py."""
 
-import dataclasses
-import glob
 import json
 import os
 import shutil
@@ -12,49 +13,18 @@ import pytest
 import sacrebleu
 from sacrebleu.significance import PairedTest
 
-from conftest import REPO, TINY_MODEL_FLAGS, run_cli
+from conftest import REPO, run_cli
+from helpers.experiments import STEPS, tiny_experiment
+from helpers.experiments import report as _report
+from helpers.experiments import steps as _steps
+from helpers.experiments import write as _write
 from tfnmt.experiments import report as report_lib
-
-STEPS = 10
-
-
-def _write(path, lines):
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return str(path)
 
 
 @pytest.fixture(scope="module")
 def experiment(corpus, tmp_path_factory):
     """An experiment file and where its runs go."""
-    base = tmp_path_factory.mktemp("experiment")
-    small = _write(base / "small.cfg", TINY_MODEL_FLAGS)
-    # Another system: a narrower feed-forward layer (a flagfile may include another), with
-    # decoding flags of its own that the experiment file does not set: sampling from a flat
-    # distribution, at most 3 tokens (greedy, these tiny models translate most test sentences
-    # into an empty line).
-    narrow = _write(base / "narrow.cfg", [f"--flagfile={small}", "--ffn_dim=16",
-                                           "--learning_rate=1e-2", "--sampling=true",
-                                           "--sampling_temperature=1000", "--max_decode_length=3"])
-    config = _write(base / "tiny.cfg", [
-        "--experiment=tiny", f"--runs_dir={base / 'runs'}",
-        f"--systems=small={small},narrow={narrow}", "--seeds=1,2",
-        f"--train_steps={STEPS}", "--batch_tokens=256", "--batch_size=0",
-        f"--data=text:{corpus}", "--source_lang=en", "--target_lang=de",
-        "--max_source_length=20", "--max_target_length=20", "--warmup_steps=0",
-        "--log_every=5", "--validate_every=5", "--save_every=5", "--bleu_sentences=10",
-        "--beam_size=1", "--test_limit=20", "--length_buckets=3,5"])
-    return config, str(base / "runs" / "tiny")
-
-
-def _steps(root, run):
-    from tfnmt.experiments.runs import latest_step
-    return latest_step(os.path.join(root, run))
-
-
-def _report(root):
-    with open(os.path.join(root, "report.json")) as f:
-        return json.load(f)
+    return tiny_experiment(corpus, tmp_path_factory.mktemp("experiment"))
 
 
 def test_tiny_experiment_in_shares_interrupted_resumed_and_reported(experiment, caplog):
@@ -223,70 +193,6 @@ def test_averaged_checkpoints_are_scored_once_and_reported(experiment, caplog):
         assert f.read() == markdown
 
 
-def test_a_converge_budget_stops_every_run_by_one_rule_and_scores_its_best(
-        experiment, tmp_path, caplog):
-    """--budget=converge: early stopping on validation BLEU, --train_steps the cap; each run's
-    best checkpoint by validation BLEU is scored, and the report says so."""
-    from tfnmt.training import checkpoints
-    config, _ = experiment
-    cap = 40
-    # One run of the two (--shard=1/2) is what the rule needs, and half the time.
-    flags = [f"--flagfile={config}", "--budget=converge", "--experiment=converge", "--seeds=1",
-             f"--runs_dir={tmp_path}", f"--train_steps={cap}", "--best_metric=bleu",
-             "--early_stopping_patience=1", "--shard=1/2"]
-    with caplog.at_level("INFO"):
-        assert run_cli("experiment", *flags) == 0
-    root = tmp_path / "converge"
-    report = _report(root)
-    assert report["budget"]["kind"] == "converge" and report["budget"]["train_steps"] == cap
-    assert report["budget"]["early_stopping_patience"] == 1
-    assert [r["status"] for r in report["runs"]] == ["complete", "not started"]
-    # Tiny models' validation BLEU stops rising almost at once: the run stops before the cap.
-    assert "early stopping: validation bleu has not improved" in caplog.text
-    entry = report["runs"][0]
-    assert entry["step"] < cap
-    record = json.loads((root / "small" / "seed1" / "run.json").read_text())
-    assert record["budget"] == "converge" and record["step"] == entry["step"]
-
-    # The checkpoint scored is best.json's first, wherever it is: rank an older one first and
-    # score again.
-    run = root / "small" / "seed1"
-    index = run / "best" / "best.json"
-    entries = json.loads(index.read_text())
-    older = min(entries, key=lambda e: e["step"])
-    assert older["step"] < report["runs"][0]["step"]
-    index.write_text(json.dumps([dict(older, bleu=100.0)]
-                                + [e for e in entries if e is not older]))
-    (run / "scores.json").unlink()
-    assert run_cli("experiment", *flags) == 0
-    scores = json.loads((run / "scores.json").read_text())
-    assert scores["checkpoint_step"] == older["step"] and scores["step"] == report["runs"][0]["step"]
-    assert checkpoints.list_checkpoints(str(run), "best")[0].endswith(f"ckpt-{older['step']}")
-    text = (root / "report.md").read_text()
-    assert "until validation BLEU converges" in text and "its best checkpoint by validation BLEU" in text
-    assert f"| small | 1 | {older['step']} of {report['runs'][0]['step']} |" in text
-
-    # A fixed-budget record does not count as finished under the converge rule.
-    assert run_cli("experiment", *flags, "--budget=steps", "--report_only") == 0
-    assert [r["status"] for r in _report(root)["runs"]] == ["partial", "not started"]
-
-
-@pytest.mark.parametrize("flags, message", [
-    (["--budget=converge"], "set --best_metric=bleu and --early_stopping_patience=N"),
-    (["--budget=converge", "--best_metric=bleu"], "--early_stopping_patience=N"),
-    (["--budget=converge", "--best_metric=loss", "--early_stopping_patience=3"],
-     "--best_metric=bleu"),
-    (["--budget=converge", "--best_metric=bleu", "--early_stopping_patience=3",
-      "--average_checkpoints=2"], "scores each run's best checkpoint"),
-])
-def test_a_converge_budget_needs_its_rule_in_the_experiment_file(experiment, flags, message,
-                                                                 capsys):
-    config, _ = experiment
-    assert run_cli("experiment", f"--flagfile={config}", *flags, "--report_only") == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("tfnmt experiment: error: --budget=converge") and message in err
-
-
 def _without_directories(report):
     return dict(report, runs=[{k: v for k, v in r.items() if k != "directory"}
                               for r in report["runs"]])
@@ -373,20 +279,6 @@ def test_an_average_of_an_older_step_is_replaced_and_a_current_one_kept(tmp_path
     assert len(calls) == 1
 
 
-@pytest.mark.parametrize("flag, message", [
-    ("--shard=3/2", "--shard='3/2': give I/N"),
-    ("--average_checkpoints=-1", "--average_checkpoints=-1"),
-    ("--average_checkpoints=6", "--keep_checkpoints=5"),
-    ("--systems=a=nowhere.cfg,b=nowhere.cfg", "flagfile nowhere.cfg is not in the current directory"),
-    ("--seeds=1,x", "--seeds='1,x'"),
-])
-def test_bad_experiment_flags_are_one_line(experiment, flag, message, capsys):
-    config, _ = experiment
-    assert run_cli("experiment", f"--flagfile={config}", flag) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("tfnmt experiment: error:") and message in err and "\n" not in err
-
-
 def test_a_failing_run_does_not_stop_the_others(experiment, tmp_path, capsys):
     config, _ = experiment
     broken = _write(tmp_path / "broken.cfg", ["--model=no_such_model"])
@@ -400,74 +292,6 @@ def test_a_failing_run_does_not_stop_the_others(experiment, tmp_path, capsys):
         "run the same command again once fixed: the others are kept")
     with open(tmp_path / "tiny" / "report.json") as f:
         assert [r["status"] for r in json.load(f)["runs"]] == ["not started"] * 2
-
-
-def test_an_experiment_needs_one_budget(tmp_path, capsys):
-    config = _write(tmp_path / "x.cfg", ["--experiment=x", "--systems=a=x.cfg,b=x.cfg"])
-    assert run_cli("experiment", f"--flagfile={config}") == 2
-    assert "one budget" in capsys.readouterr().err
-    # Sentence batches with the token batches' default left on: the report would state one
-    # budget and the runs train another.
-    config = _write(tmp_path / "y.cfg", ["--experiment=y", "--systems=a=x.cfg,b=x.cfg",
-                                         "--train_steps=10", "--batch_size=8"])
-    assert run_cli("experiment", f"--flagfile={config}") == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "tfnmt experiment: error: an experiment's batches are either --batch_tokens or "
-        "--batch_size, the other 0, not --batch_tokens=4096 and --batch_size=8")
-
-
-EXPERIMENTS = sorted(glob.glob(os.path.join(REPO, "configs", "experiments", "**", "*.cfg"),
-                           recursive=True))
-
-
-def test_there_is_an_experiment_per_paper_at_the_cpu_and_the_gpu_budget():
-    papers = {"densenmt", "deeplau", "deeplau-2x2", "deep_representations", "ctc_nat",
-              "conv_encoder"}
-    for folder in ("experiments", "gpu"):
-        assert papers <= {os.path.basename(p)[:-len(".cfg")] for p in EXPERIMENTS
-                          if os.path.basename(os.path.dirname(p)) == folder}
-
-
-@pytest.mark.parametrize("path", EXPERIMENTS, ids=[os.path.relpath(p, REPO) for p in EXPERIMENTS])
-def test_experiment_file_parses_and_names_train_flagfiles(path, monkeypatch):
-    monkeypatch.chdir(REPO)  # experiment files name flagfiles by paths from the repository root
-    from tfnmt.cli import experiment
-    from tfnmt.cli.flags import FLAGS, read
-    from tfnmt.decoding.options import DecodingOptions
-    from tfnmt.experiments.options import ExperimentOptions
-    from tfnmt.models import catalog
-    FLAGS.unparse_flags()
-    try:
-        FLAGS(["tfnmt", f"--flagfile={path}"])
-        spec = experiment.spec_from_flags(read(ExperimentOptions))
-        budget = spec["budget"]
-        folder = os.path.basename(os.path.dirname(path))
-        if folder == "gpu":  # the papers' sizes and data
-            assert spec["seeds"] == [1, 2, 3] and budget["train_steps"] >= 100_000
-        elif folder == "converged":  # configs/experiments/converge.flags
-            assert budget["kind"] == "converge" and budget["batch_tokens"] == 2048
-            assert budget["best_metric"] == "bleu" and budget["early_stopping_patience"] == 3
-            assert spec["seeds"] == [1] and spec["test_splits"] == ["test"]
-        else:  # configs/experiments/cpu.flags
-            assert budget["train_steps"] == 1500 and budget["batch_tokens"] == 2048
-            assert spec["seeds"] == [1, 2] and spec["test_splits"] == ["test"]
-        forwarded = experiment.forwarded_flags(budget.get("kind", "steps"))
-        assert f"--train_steps={budget['train_steps']}" in forwarded
-        # Every system decodes alike, but CTC models: greedy, against the baseline's beam.
-        assert spec["system_decoding"] == {
-            name: {"beam_size": 1} for name, _ in spec["systems"][1:]
-            if os.path.basename(path) == "ctc_nat.cfg"}
-        for name, flagfile in spec["systems"]:
-            FLAGS.unparse_flags()
-            FLAGS(["tfnmt", f"--flagfile={flagfile}", *forwarded])
-            catalog.get(FLAGS.model)
-            # The experiment's budget wins over the system's own.
-            assert [FLAGS[n].value for n in experiment.BUDGET] == [
-                budget[n] for n in experiment.BUDGET], name
-            # Its test splits are decoded as its `train` decodes for validation.
-            assert dataclasses.asdict(read(DecodingOptions)) == spec["decodings"][name], name
-    finally:
-        FLAGS.unparse_flags()
 
 
 def test_each_run_line_gives_the_experiments_time_left(experiment, tmp_path, monkeypatch, caplog):

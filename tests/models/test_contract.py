@@ -168,9 +168,22 @@ def test_model_trained_under_mixed_float16_resumes_and_translates_the_same_expor
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 3
 
 
+@pytest.fixture(scope="module")
+def built():
+    """built(name): tiny_model(name), built once per model for the tests below that only read
+    it (its config, its parameters, its decoding; none changes a weight)."""
+    models = {}
+
+    def get(name):
+        if name not in models:
+            models[name] = tiny_model(name)
+        return models[name]
+    return get
+
+
 @pytest.mark.parametrize("name", CONTRACT)
-def test_config_round_trip_builds_the_same_model(name):
-    model = tiny_model(name)
+def test_config_round_trip_builds_the_same_model(name, built):
+    model = built(name)
     clone = type(model).from_config(model.get_config())
     clone.build_with_dummy_batch()
     assert clone.get_config() == model.get_config()
@@ -181,8 +194,8 @@ def test_config_round_trip_builds_the_same_model(name):
 
 
 @pytest.mark.parametrize("name", CONTRACT)
-def test_info_counts_every_parameter_in_a_named_component(name):
-    model = tiny_model(name)
+def test_info_counts_every_parameter_in_a_named_component(name, built):
+    model = built(name)
     counts = info.parameter_counts(model)
     assert counts["other"] == 0, [v.path for v in model.trainable_weights]
     assert counts["total"] == sum(int(np.prod(v.shape)) for v in model.trainable_weights) > 0
@@ -229,16 +242,16 @@ AUTOREGRESSIVE = [name for name in CONTRACT if catalog.get(name.split(":")[0]).a
 
 
 @pytest.mark.parametrize("name", AUTOREGRESSIVE)
-def test_incremental_decoding_equals_teacher_forcing(name):
-    assert_incremental_equals_teacher_forcing(tiny_model(name), SOURCE, TARGET_IN)
+def test_incremental_decoding_equals_teacher_forcing(name, built):
+    assert_incremental_equals_teacher_forcing(built(name), SOURCE, TARGET_IN)
 
 
 @pytest.mark.parametrize("name", AUTOREGRESSIVE)
-def test_the_beam_search_reorders_only_state_that_differs_between_hypotheses(name):
+def test_the_beam_search_reorders_only_state_that_differs_between_hypotheses(name, built):
     # Beam search gathers every state tensor at every step; one that two hypotheses of the same
     # sentence share whatever they chose (the source's attention keys, say) is a wasted copy per
     # step and belongs in decoding_memory.
-    model = tiny_model(name)
+    model = built(name)
     rows, shared = split_shared(model.decoding_memory(model.encode(SOURCE[:1])))
     memory = with_shared(tf.nest.map_structure(lambda t: tf.repeat(t, 2, axis=0), rows), shared)
     state = model.initial_state(memory)
