@@ -113,16 +113,50 @@ def test_every_beam_hypothesis_and_sampling_and_xla_keep_the_prefix():
         assert scores[row, 0] >= scores[row, 1] >= scores[row, 2] > -1e3
     sampled = _search(model, dataclasses.replace(OPTIONS, sampling=True, sampling_seed=3))[2]
     assert all(_real(sampled[row, 0])[:len(p)] == p for row, p in enumerate(PREFIX))
-    greedy = _search(model, OPTIONS)
-    for options in (OPTIONS, beam):
-        dynamic = _search(model, options)
-        xla = _search(model, dataclasses.replace(options, xla_decoding=True))
-        np.testing.assert_array_equal(xla[2][..., :dynamic[2].shape[-1]], dynamic[2])
-        np.testing.assert_allclose(xla[3], dynamic[3], atol=1e-4)
-    assert greedy[2].shape[0] == 3
+    # The compiled greedy search (its beam forces through the same `step_log_probs`).
+    dynamic = _search(model, OPTIONS)
+    xla = _search(model, dataclasses.replace(OPTIONS, xla_decoding=True))
+    np.testing.assert_array_equal(xla[2][..., :dynamic[2].shape[-1]], dynamic[2])
+    np.testing.assert_allclose(xla[3], dynamic[3], atol=1e-4)
 
 
 def test_a_ctc_model_refuses_a_prefix_in_one_line():
     model = tiny_model("ctc_nat", label_smoothing=None)
     with pytest.raises(ConfigError, match="prefix: not for model 'ctc_nat'"):
         _search(model, OPTIONS)
+
+
+SOURCES = ["the red dog sees a bird", "a cat", "the old man runs", "big house", ""]
+# A word of the vocabulary; one with two trailing spaces; an unknown word (SentencePiece's
+# piece for it detokenizes as " ⁇ "); none; a prefix of an empty source.
+PREFIXES = ["Vogel", "Katze  ", "Zebra Mann", "", "Haus"]
+
+
+def test_the_prefix_is_kept_verbatim_and_the_rest_is_teacher_forced_greedy(trained_model):
+    from tfnmt import Translator
+    from tfnmt.serving.backends import from_checkpoint
+    config, inner = from_checkpoint(trained_model, "", DecodingOptions(beam_size=1))
+    translator = Translator(inner, config, inner.options)
+    out = translator.translate(SOURCES, target_prefix=PREFIXES, batch_size=3)
+    plain = translator.translate(SOURCES)
+    source, lengths = inner.tokenize(tf.constant(SOURCES))
+    pieces = inner.target_tokenizer.tokenize(tf.constant(PREFIXES)).to_list()
+    expected = teacher_forced_greedy(inner.model, source, lengths, pieces, inner.options)
+    detokenize = inner.target_tokenizer.detokenize
+    for i, (prefix, (ids, log_prob)) in enumerate(zip(PREFIXES, expected)):
+        if not SOURCES[i]:
+            assert (out[i].text, out[i].score) == (prefix, 0.0)
+            continue
+        assert out[i].text.startswith(prefix)
+        whole = detokenize(tf.constant([ids])).numpy()[0].decode()
+        forced = detokenize(tf.constant([pieces[i]], tf.int32)).numpy()[0].decode() if prefix else ""
+        rest = whole[len(forced):]
+        if prefix[-1:].isspace():
+            rest = rest.removeprefix(" ")
+        assert out[i].text == prefix + rest, i
+        penalty = length_penalty(len(ids) + 1, inner.options.length_penalty,
+                                 inner.options.length_penalty_mode).numpy()
+        assert out[i].score == pytest.approx(log_prob / penalty, abs=1e-4)
+    assert out[1].text.startswith("Katze  ") and out[1].text[7] != " "
+    assert out[2].text.startswith("Zebra Mann") and "⁇" not in out[2].text
+    assert (out[3].text, out[3].score) == pytest.approx((plain[3].text, plain[3].score), abs=1e-5)
