@@ -120,11 +120,23 @@ def test_every_beam_hypothesis_and_sampling_and_xla_keep_the_prefix():
     np.testing.assert_allclose(xla[3], dynamic[3], atol=1e-4)
 
 
-def test_a_ctc_model_refuses_a_prefix_in_one_line():
+def test_a_ctc_model_refuses_a_prefix_in_one_line(trained_model):
+    """Its labels are chosen all at once: the search, the translator (so the CLI, which says
+    `tfnmt translate: error: ` and the line), the API and the export refuse."""
+    from tfnmt import Translator, UnsupportedError
+    from tfnmt import model_dir as model_dir_lib
+    from tfnmt.decoding.translator import Translator as DecodingTranslator
     model = tiny_model("ctc_nat", label_smoothing=None)
-    with pytest.raises(ConfigError, match="prefix: not for model 'ctc_nat'"):
+    refusal = ("target prefix: not for model 'ctc_nat', whose labels are chosen all at once "
+               "rather than each after the ones before")
+    with pytest.raises(ConfigError, match=refusal):
         _search(model, OPTIONS)
-
+    _, _, source_vocab, target_vocab = model_dir_lib.load(trained_model)
+    inner = DecodingTranslator(model, source_vocab, target_vocab)
+    with pytest.raises(UnsupportedError, match=refusal):
+        Translator(inner, options=inner.options).translate(["a cat"], target_prefix=["Katze"])
+    with pytest.raises(ConfigError, match=refusal):
+        inner.export_signatures(prefix=True)
 
 SOURCES = ["the red dog sees a bird", "a cat", "the old man runs", "big house", ""]
 # A word of the vocabulary; one with two trailing spaces; an unknown word (SentencePiece's
