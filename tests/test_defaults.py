@@ -130,6 +130,8 @@ def test_no_module_below_the_cli_defines_or_parses_flags():
     (dict(format="onnx"), "--format='onnx': choose one of saved_model, tflite, ctranslate2"),
     (dict(format="tflite", score=True), "--score adds a SavedModel signature: not with "
                                         "--format=tflite"),
+    (dict(format="ctranslate2", prefix=True), "--prefix adds a SavedModel signature: not with "
+                                              "--format=ctranslate2"),
 ])
 def test_export_options_check_themselves_when_built(change, message):
     from tfnmt.exporters.options import ExportOptions
