@@ -18,6 +18,8 @@ SOURCES = ["the red dog sees a bird", "a cat", "the old man runs", "big house", 
            "a small green car sees the woman"]
 # The exported decoding; the checkpoint is opened with the same.
 DECODING = dict(beam_size=3, n_best=3, length_penalty=0.6)
+# Target prefixes of SOURCES: a word, one with a trailing space, none, an unknown word.
+PREFIXES = ["Vogel", "Katze ", "", "Mann", "Haus", "Zebra"]
 
 
 def _user_env():
@@ -50,8 +52,13 @@ def checkpoint(trained_model):
 def export_dir(trained_model, tmp_path_factory):
     base = str(tmp_path_factory.mktemp("api_exports"))
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
-                   "--export_name=tiny", *(f"--{k}={v}" for k, v in DECODING.items())) == 0
+                   "--export_name=tiny", "--prefix",
+                   *(f"--{k}={v}" for k, v in DECODING.items())) == 0
     return base
+
+
+def _texts_and_scores(translations):
+    return [t.text for t in translations], [t.score for t in translations]
 
 
 def test_importing_tfnmt_and_naming_the_api_loads_no_tensorflow(tmp_path):
@@ -145,6 +152,28 @@ def test_an_export_translates_as_its_model_directory(checkpoint, export_dir):
     assert exported.config == checkpoint.config
 
 
+def test_target_prefixes_are_kept_and_an_export_continues_them_as_its_model_directory(
+        checkpoint, export_dir):
+    mine = checkpoint.translate(SOURCES, target_prefix=PREFIXES, batch_size=4)
+    texts, scores = _texts_and_scores(mine)
+    assert all(text.startswith(prefix) for text, prefix in zip(texts, PREFIXES))
+    assert texts[4] == "Haus" and scores[4] == 0.0  # an empty source
+    plain = checkpoint.translate(SOURCES[2:3], n_best=1)[0]
+    assert (texts[2], scores[2]) == pytest.approx((plain.text, plain.score), abs=1e-5)
+    # The beam's score counts the prefix: it is the score of the whole text.
+    given = [i for i, source in enumerate(SOURCES) if source]
+    scored = checkpoint.score([SOURCES[i] for i in given], [texts[i] for i in given])
+    assert [s.normalized for s in scored] == pytest.approx([scores[i] for i in given], abs=1e-4)
+    exported = Translator.from_export(os.path.join(export_dir, "tiny", "1"))
+    theirs = _texts_and_scores(exported.translate(SOURCES, target_prefix=PREFIXES))
+    assert theirs[0] == texts
+    assert theirs[1] == pytest.approx(scores, abs=1e-4)
+    with pytest.raises(ConfigError, match="target_prefix: of the best translation only"):
+        checkpoint.translate(SOURCES, target_prefix=PREFIXES, n_best=2)
+    with pytest.raises(ValueError, match="target_prefix: 1 prefixes for 6 sources"):
+        checkpoint.translate(SOURCES, target_prefix=["Katze"])
+
+
 def test_what_an_export_cannot_do_is_one_clear_error(export_dir):
     exported = Translator.from_export(os.path.join(export_dir, "tiny", "1"))
     with pytest.raises(UnsupportedError, match="no `alignments` signature; export it with"):
@@ -173,6 +202,8 @@ def test_an_export_with_the_score_signature_scores_as_its_model_directory(checkp
             [getattr(s, field) for s in mine], abs=1e-5)
     # A length penalty of 0.6 was exported (DECODING): normalized is not log_prob.
     assert all(s.normalized > s.log_prob for s in theirs)
+    with pytest.raises(UnsupportedError, match="no `prefix` signature; export it with --prefix"):
+        exported.translate(["a cat"], target_prefix=["Katze"])
 
 
 def test_a_served_model_translates_as_its_model_directory(checkpoint, export_dir, tmp_path):
@@ -188,6 +219,11 @@ def test_a_served_model_translates_as_its_model_directory(checkpoint, export_dir
             theirs = [(t.text, t.score) for r in theirs for t in (r if n_best > 1 else [r])]
             assert [text for text, _ in theirs] == [text for text, _ in mine]
             assert [s for _, s in theirs] == pytest.approx([s for _, s in mine], abs=1e-4)
+        mine = _texts_and_scores(checkpoint.translate(SOURCES, target_prefix=PREFIXES))
+        theirs = _texts_and_scores(served.translate(SOURCES, target_prefix=PREFIXES,
+                                                    batch_size=4))
+        assert theirs[0] == mine[0]
+        assert theirs[1] == pytest.approx(mine[1], abs=1e-4)
         with pytest.raises(UnsupportedError, match="gives no alignments"):
             served.translate(["a cat"], alignments=True)
         with pytest.raises(UnsupportedError, match="a served model, which gives translations"):
@@ -218,3 +254,6 @@ def test_a_tflite_export_translates_as_its_model_directory_and_quietly(trained_m
     assert [t.text for t in theirs] == [t.text for t in mine]
     assert [t.score for t in theirs] == pytest.approx([t.score for t in mine], abs=1e-4)
     assert {t.tokens for t in theirs} == {None}
+    with pytest.raises(UnsupportedError, match="target prefix: TFLiteTranslator translates "
+                                               "without one"):
+        lite.translate(["a cat"], target_prefix=["Katze"])

@@ -63,9 +63,9 @@ def test_the_search_functions_take_every_decoding_setting_without_defaults_of_th
                      sampling.sampler, compiled.greedy, compiled.beam):
         defaults = {name: p.default for name, p in inspect.signature(function).parameters.items()
                     if p.default is not p.empty}
-        # `alignments` asks for the attention too, `ban` is what next_log_probs bans; neither is a
-        # DecodingOptions value.
-        assert set(defaults) <= {"alignments", "ban"}, (function.__name__, defaults)
+        # `alignments` asks for the attention too, `ban` is what next_log_probs bans, `prefix`
+        # the given target prefixes; none is a DecodingOptions value.
+        assert set(defaults) <= {"alignments", "ban", "prefix"}, (function.__name__, defaults)
 
 
 def test_a_hyper_parameter_several_families_read_has_a_help_naming_each_meaning():
@@ -130,6 +130,8 @@ def test_no_module_below_the_cli_defines_or_parses_flags():
     (dict(format="onnx"), "--format='onnx': choose one of saved_model, tflite, ctranslate2"),
     (dict(format="tflite", score=True), "--score adds a SavedModel signature: not with "
                                         "--format=tflite"),
+    (dict(format="ctranslate2", prefix=True), "--prefix adds a SavedModel signature: not with "
+                                              "--format=ctranslate2"),
 ])
 def test_export_options_check_themselves_when_built(change, message):
     from tfnmt.exporters.options import ExportOptions

@@ -131,7 +131,8 @@ class Translator:
 
     # --- translating --------------------------------------------------------------------------
     @_quiet
-    def translate(self, sources, n_best=None, alignments=None, batch_size=DEFAULT_BATCH_SIZE):
+    def translate(self, sources, n_best=None, alignments=None, batch_size=DEFAULT_BATCH_SIZE,
+                  target_prefix=None):
         """Translations of `sources` (a list of str), in their order: one `Translation` per
         source or, with `n_best` N > 1, a list of its N best, best first.
 
@@ -140,14 +141,21 @@ class Translator:
         translation its `alignment` (the model's attention) and generated `tokens`; a model
         without attention, or an export made without --alignments, or a server, refuse it.
         Not with n_best > 1.
+
+        target_prefix: a list of str, one per source ("" for none): each translation starts
+        with its prefix, exactly as given, and continues as the search does after the
+        prefix's pieces (README: Target prefix); its score counts the prefix's tokens. The best
+        translation only (not with n_best > 1 or alignments); a model that chooses its labels
+        all at once (CTC), an export made without --prefix, or a TFLite export refuse it.
         """
         return [result for _, result in sorted(
             self.translations(sources, n_best=n_best, alignments=alignments,
-                              batch_size=batch_size),
+                              batch_size=batch_size, target_prefix=target_prefix),
             key=lambda pair: pair[0])]
 
     def translations(self, sources, n_best=None, alignments=None,
-                     batch_size=DEFAULT_BATCH_SIZE, window=0, progress=None, where=None):
+                     batch_size=DEFAULT_BATCH_SIZE, window=0, progress=None, where=None,
+                     target_prefix=None):
         """An iterator of (index, result) as `translate` computes them, a batch at a time, in
         the order of decoding (sources of similar lengths together, sorted within each `window`
         sources; 0: all of them): the streaming form that `tfnmt translate` writes as it goes.
@@ -156,15 +164,31 @@ class Translator:
         `tqdm(total=len(sources))`, is told of every batch (`update(n)`)."""
         from tfnmt.decoding.translator import translated_batches
         sources = _strings("sources", sources)
+        if target_prefix is not None:
+            target_prefix = self._prefixes(sources, target_prefix, n_best, alignments)
+            n_best, alignments = 1, False
         n_best, alignments = self._wanted(n_best, alignments)
         backend = self._backend_for(n_best, alignments)
         with native_logs.filtered():
+            if target_prefix is not None:
+                _unsupported(backend.check_prefix)
             backend.prepare(sources, where or "sources")
         batches = translated_batches(backend, sources, batch_size, progress=progress,
                                      window=window, n_best=n_best if n_best > 1 else 0,
-                                     alignments=alignments)
+                                     alignments=alignments, prefixes=target_prefix)
         tokenize = None if alignments else getattr(backend, "target_pieces", None)
         return _stream(batches, tokenize)
+
+    @staticmethod
+    def _prefixes(sources, target_prefix, n_best, alignments):
+        prefixes = _strings("target_prefix", target_prefix)
+        if len(prefixes) != len(sources):
+            raise ValueError(f"target_prefix: {len(prefixes)} prefixes for {len(sources)} "
+                             "sources; give one per source (\"\" for none)")
+        if (n_best or 1) > 1 or alignments:
+            raise ConfigError("target_prefix: of the best translation only; not with n_best "
+                              "or alignments")
+        return prefixes
 
     def _wanted(self, n_best, alignments):
         own = self.options or DecodingOptions()
@@ -258,6 +282,16 @@ class _Refusing:
             raise
         except ConfigError as e:
             raise UnsupportedError(str(e)) from None
+
+
+def _unsupported(check):
+    """Runs `check`, its refusal (a ConfigError) an UnsupportedError."""
+    try:
+        check()
+    except UnsupportedError:
+        raise
+    except ConfigError as e:
+        raise UnsupportedError(str(e)) from None
 
 
 def _kind(backend):

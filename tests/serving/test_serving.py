@@ -36,11 +36,11 @@ SENTENCES = ["the red dog sees a bird", "a cat", "", "the old man runs", "big ho
 
 @pytest.fixture(scope="module")
 def exports(trained_model, tmp_path_factory):
-    """base/tiny/1 (beam 3, with an n_best signature of 3) and base/greedy/1 (beam 1), and a
-    models.config naming both by paths relative to it."""
+    """base/tiny/1 (beam 3, with an n_best signature of 3 and a prefix signature) and
+    base/greedy/1 (beam 1), and a models.config naming both by paths relative to it."""
     base = str(tmp_path_factory.mktemp("exports"))
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
-                   "--beam_size=3", "--n_best=3", "--export_name=tiny") == 0
+                   "--beam_size=3", "--n_best=3", "--prefix", "--export_name=tiny") == 0
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
                    "--beam_size=1", "--export_name=greedy") == 0
     config = os.path.join(base, "models.config")
@@ -72,11 +72,12 @@ def _post(url, body, content_type="application/json"):
                          timeout=120)
 
 
-def _in_process(trained_model, beam_size, sentences):
+def _in_process(trained_model, beam_size, sentences, prefixes=None):
     _, model, source_vocab, target_vocab = model_dir_lib.load(trained_model)
     checkpoints.restore_model(model, checkpoints.resolve(trained_model))
     translator = Translator(model, source_vocab, target_vocab, DecodingOptions(beam_size=beam_size))
-    out = translator.translate(tf.constant(sentences))
+    out = (translator.translate(tf.constant(sentences)) if prefixes is None else
+           translator.prefix_signature(tf.constant(sentences), tf.constant(prefixes)))
     return [t.decode() for t in out["translations"].numpy()], out["scores"].numpy()
 
 
@@ -230,6 +231,28 @@ BAD_REQUESTS = [
     ("unknown:predict", {"instances": ["a"]}, 404, "Servable not found for request: Latest(unknown)"),
     ("tiny/versions/7:predict", {"instances": ["a"]}, 404, "Servable not found for request: Specific(tiny, 7)"),
 ]
+
+
+def test_the_prefix_signature_takes_named_instances_or_named_columns(server, trained_model):
+    sentences, prefixes = ["the red dog sees a bird", "a cat", ""], ["Vogel", "", "Haus"]
+    expected, scores = _in_process(trained_model, 3, sentences, prefixes)
+    url = f"{server}/v1/models/tiny:predict"
+    rows = _post(url, {"signature_name": "prefix", "instances": [
+        {"text": text, "prefix": prefix} for text, prefix in zip(sentences, prefixes)]})
+    assert rows.status_code == 200, rows.text
+    assert [p["translations"] for p in rows.json()["predictions"]] == expected
+    assert expected[0].startswith("Vogel") and expected[2] == "Haus"
+    columns = _post(url, {"signature_name": "prefix",
+                          "inputs": {"text": sentences, "prefix": prefixes}}).json()["outputs"]
+    assert columns["translations"] == expected
+    np.testing.assert_allclose(np.float32(columns["scores"]), scores, atol=1e-5)
+    for body, message in (
+            ({"signature_name": "prefix", "instances": ["a cat"]},
+             "keys must be equal to: prefix,text"),
+            ({"signature_name": "prefix", "inputs": {"text": ["a cat"], "prefix": []}},
+             "inputs prefix,text have 0, 1 values: give each the same number")):
+        answer = _post(url, body)
+        assert answer.status_code == 400 and message in answer.json()["error"], answer.text
 
 
 @pytest.mark.parametrize("path,body,status,message", BAD_REQUESTS,
@@ -754,6 +777,23 @@ def test_the_demo_page_translates_as_you_type_with_every_served_model(server, tr
             assert re.fullmatch(rf"{name} \(version {newest['version']}\) \d+ ms", title), title
         # A model exported without an alignments signature offers no heatmap.
         assert not browser.find_elements(By.CSS_SELECTOR, "li.pickable")
+        # A start typed for the first sentence: the model with a prefix signature completes
+        # it, the other says it has none and translates as before.
+        # (Not the start the model chooses itself: the page's answer must be the prefix's.)
+        browser.find_element(By.ID, "prefix").send_keys("Katze ")
+        completed = _in_process(trained_model, 3, sentences, ["Katze ", ""])[0]
+        assert completed[0].startswith("Katze ") and completed[0] != expected["tiny"][0]
+        assert completed[1] == expected["tiny"][1]
+        def completing(b):
+            texts = shown(b)
+            return texts if texts and texts["tiny"] == completed else None
+
+        assert wait.until(completing) == {"tiny": completed, "greedy": expected["greedy"]}
+        tiny = browser.find_element(By.CSS_SELECTOR, 'div.model[data-model="tiny"]')
+        assert tiny.find_element(By.CSS_SELECTOR, "li .completion").get_attribute(
+            "textContent") == completed[0][len("Katze "):]
+        greedy = browser.find_element(By.CSS_SELECTOR, 'div.model[data-model="greedy"]')
+        assert "export with --prefix" in greedy.find_element(By.CSS_SELECTOR, ".note").text
     finally:
         browser.quit()
 
@@ -839,7 +879,7 @@ def test_the_demo_page_lists_the_served_models_and_can_be_turned_off(exports):
             signatures = metadata["metadata"]["signature_def"]["signature_def"]
             assert model == {"name": model["name"], "version": int(metadata["model_spec"]["version"]),
                              "signatures": sorted(n for n in signatures if not n.startswith("__")),
-                             "alignments": False}
+                             "alignments": False, "prefix": model["name"] == "tiny"}
         status, answer = _wsgi(RestApi(manager, ServeOptions(demo=False)), "GET", "/demo/models")
         assert status == 404 and "the REST API is under /v1/models/" in answer["error"]
     finally:

@@ -125,8 +125,8 @@ def _export_translators(path):
     if os.path.isfile(os.path.join(path, tflite.MODEL_FILE)):
         return [("tflite", tflite.TFLiteTranslator(path))]
     first = saved_model.SavedModelTranslator(path)
-    # `score` reads given translations: there is nothing to decode with it.
-    names = sorted((n for n in first.signatures() if n != "score"),
+    # `score` reads given translations, `prefix` given starts: not a decoding of the sources.
+    names = sorted((n for n in first.signatures() if n not in ("score", "prefix")),
                    key=lambda n: (n != "serving_default", n))
     return [(name, first if name == "serving_default" else
              saved_model.SavedModelTranslator(path, name, module=first.module)) for name in names]

@@ -50,7 +50,7 @@ def run():
                              export.export_version, config, export.quantize)
     else:
         path = saved_model.export(translator, export.export_dir, name, export.export_version,
-                                  config, score=export.score)
+                                  config, score=export.score, prefix=export.prefix)
     served = ({"model": translator.searcher} if export.format == "tflite"
               else translator.searcher.variants())
     logging.info("exported %s (%s; length penalty %s)", path, ", ".join(

@@ -36,6 +36,15 @@ class TranslationOptions:
     decode_batch_size: int = option(32, "Sentences per decoding batch.", bounds=">= 1")
     plot_dir: str = option("", "With --alignments=soft: write each line's attention as a "
                            "heatmap, DIR/LINE.png (LINE counted from 1).")
+    target_prefix: str = option(
+        "", "A file of target prefixes, one per line of --input (an empty line: none): each "
+        "translation starts with its line's prefix as given and continues it (README: Target "
+        "prefix). The best translation only; autoregressive models, or a SavedModel exported "
+        "with --prefix.")
+    interactive: bool = option(
+        False, "Answer each line of stdin as soon as it is read: its translation is written "
+        "and flushed before the next line is read. On by itself when --input=- is a terminal "
+        "(--nointeractive turns it off).")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,6 +26,17 @@ class Backend:
         raise ConfigError(f"--alignments: {type(self).__name__} gives no alignments; use a "
                           "checkpoint or a SavedModel exported with --alignments=hard|soft")
 
+    def check_prefix(self):
+        """Refuses target prefixes, before any is translated, where the backend takes none."""
+        raise ConfigError(f"target prefix: {type(self).__name__} translates without one; use a "
+                          "checkpoint or a SavedModel exported with --prefix")
+
+    def translate_prefix(self, text, prefix):
+        """string [B], string [B] -> {"translations": string [B], "scores": float32 [B]}: the
+        best translations that start with `prefix` (Translator.prefix_signature)."""
+        self.check_prefix()
+        raise NotImplementedError
+
     def prepare(self, sentences, where):
         """Before `sentences` (str, read from `where`) are translated: whatever the backend can
         tell about them beforehand is said (as WHERE:LINE) or refused here."""

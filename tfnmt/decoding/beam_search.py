@@ -73,27 +73,43 @@ def wide_top_k(x, k, chunk=64):
     return values, tf.gather(best, position // chunk, batch_dims=1) * chunk + position % chunk
 
 
-def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size, min_length):
+def prefix_lengths(prefix):
+    """int32 [N]: the tokens of each row of a target prefix int32 [N, P] (PAD_ID after them)."""
+    return tf.reduce_sum(tf.cast(tf.not_equal(prefix, PAD_ID), tf.int32), axis=1)
+
+
+def forced_tokens(prefix, time):
+    """int32 [N]: the token each row's prefix int32 [N, P] forces at step `time`; PAD_ID once
+    its prefix is over."""
+    padded = tf.pad(prefix, [[0, 0], [0, 1]], constant_values=PAD_ID)
+    return tf.gather(padded, tf.minimum(time, tf.shape(prefix)[1]), axis=1)
+
+
+def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size, min_length,
+                   prefix=None):
     """One step of N hypotheses: (log p(next token) float32 [N, V], the model's new state).
 
     `ids` int32 [N, t] are the tokens so far (bos not included). What no hypothesis may choose
     is at NEG_INF (`step_log_probs`); with `no_repeat_ngram_size` n > 0, also a token that would
-    repeat an n-gram of its own."""
+    repeat an n-gram of its own; within a `prefix`, every token but the one it forces."""
     last = tf.concat([tf.fill([tf.shape(ids)[0], 1], BOS_ID), ids], axis=1)[:, -1]
     ban = None
     if no_repeat_ngram_size:
         def ban(vocab):
             return repeated_ngram_tokens(ids, no_repeat_ngram_size, vocab)
-    return step_log_probs(model, last, time, state, memory, limit, min_length, ban)
+    return step_log_probs(model, last, time, state, memory, limit, min_length, ban, prefix)
 
 
-def step_log_probs(model, last, time, state, memory, limit, min_length, ban=None):
+def step_log_probs(model, last, time, state, memory, limit, min_length, ban=None, prefix=None):
     """(log p(next token) float32 [N, V], the model's new state) after the tokens `last` [N].
     At NEG_INF: pad and bos; what `ban(V)` (bool [N, V]) marks; at its length limit `limit`
     [N], every token but eos; before `min_length` tokens (--min_decode_length), eos, unless
-    the limit leaves no room for them."""
+    the limit leaves no room for them. While a row's target `prefix` (int32 [N, P], PAD_ID
+    after it) lasts, every token but the one it forces, which keeps its log-probability: a
+    hypothesis's score counts its prefix."""
     logits, state = model.step(last, time, state, memory)
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [N, V]
+    raw = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [N, V]
+    log_probs = raw
     vocab = tf.shape(log_probs)[1]
     banned = tf.one_hot(PAD_ID, vocab, NEG_INF, 0.0) + tf.one_hot(BOS_ID, vocab, NEG_INF, 0.0)
     log_probs += banned[None]
@@ -106,6 +122,11 @@ def step_log_probs(model, last, time, state, memory, limit, min_length, ban=None
         too_short = tf.less(time, tf.minimum(min_length, limit - 1))[:, None]
         no_eos = tf.one_hot(EOS_ID, vocab, NEG_INF, 0.0)[None]
         log_probs += tf.where(too_short, no_eos, tf.zeros_like(no_eos))
+    if prefix is not None:
+        # The raw log-probability, not the banned one: a prefix may repeat an n-gram.
+        token = forced_tokens(prefix, time)
+        forced = tf.where(tf.equal(tf.range(vocab)[None], token[:, None]), raw, NEG_INF)
+        log_probs = tf.where(tf.not_equal(token, PAD_ID)[:, None], forced, log_probs)
     return log_probs, state
 
 
@@ -146,8 +167,9 @@ class _Beam:
     """One `beam_search` call: its settings, and the pieces of its loop's step."""
 
     def __init__(self, model, max_length, shared, beam_size, alpha, penalty_mode, n_best,
-                 no_repeat_ngram_size, alignments, min_length):
+                 no_repeat_ngram_size, alignments, min_length, prefix):
         self.model, self.max_length, self.shared = model, max_length, shared
+        self.prefix = prefix
         self.min_length = min_length
         self.K, self.alpha, self.penalty_mode, self.n_best = beam_size, alpha, penalty_mode, n_best
         self.no_repeat_ngram_size, self.alignments = no_repeat_ngram_size, alignments
@@ -211,7 +233,7 @@ class _Beam:
         log_probs, state = next_log_probs(self.model, tf.reshape(s.alive_ids, [active * K, -1]),
                                           s.time, s.model_state, with_shared(s.memory, self.shared),
                                           tf.repeat(limits, K), self.no_repeat_ngram_size,
-                                          self.min_length)
+                                          self.min_length, self.hypotheses_prefix(s.active))
         vocab = tf.shape(log_probs)[1]
         candidates = tf.reshape(s.alive_scores, [-1, 1]) + log_probs
         candidates = tf.reshape(candidates, [active, K * vocab])
@@ -225,6 +247,12 @@ class _Beam:
             attention = tf.gather(tf.concat([s.alive_attention, rows], axis=2), beam_index,
                                   batch_dims=1)  # [A, 2K, t+1, S], as top_ids
         return top_scores, top_ids, token, beam_index, state, attention
+
+    def hypotheses_prefix(self, active):
+        """The prefix of each of the active sentences' K hypotheses, or None."""
+        if self.prefix is None:
+            return None
+        return tf.repeat(tf.gather(self.prefix, active), self.K, axis=0)
 
     def alive(self, top_scores, top_ids, is_eos, beam_index, attention):
         """The best K candidates that did not end: their scores, the beam each came from,
@@ -297,7 +325,7 @@ class _Beam:
 
 
 def beam_search(model, memory, max_length, beam_size, alpha, penalty_mode, n_best,
-                no_repeat_ngram_size, min_length, alignments=False):
+                no_repeat_ngram_size, min_length, alignments=False, prefix=None):
     """Decodes a batch.
 
     Args:
@@ -305,6 +333,8 @@ def beam_search(model, memory, max_length, beam_size, alpha, penalty_mode, n_bes
       memory: the encoder output nest for B sentences.
       max_length: int32 [B], the most tokens (eos included) to generate per sentence.
       min_length: the fewest tokens (eos not included) before eos may end a hypothesis.
+      prefix: None, or int32 [B, P], each sentence's target prefix (PAD_ID after it), which
+        every hypothesis starts with (`step_log_probs`).
     Returns:
       ids: int32 [B, n_best, T], eos and padding as PAD_ID after the hypothesis ends;
       scores: float32 [B, n_best], length-penalised log-probabilities, best first;
@@ -316,7 +346,7 @@ def beam_search(model, memory, max_length, beam_size, alpha, penalty_mode, n_bes
     memory, shared = split_shared(model.decoding_memory(memory))
     memory = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), memory)  # b*K + k
     beam = _Beam(model, max_length, shared, beam_size, alpha, penalty_mode, n_best,
-                 no_repeat_ngram_size, alignments, min_length)
+                 no_repeat_ngram_size, alignments, min_length, prefix)
     start, invariants = beam.start(memory)
     end = tf.while_loop(beam.cond, beam.body, (start,), shape_invariants=(invariants,),
                         maximum_iterations=beam.max_steps)[0]

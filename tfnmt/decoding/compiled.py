@@ -53,7 +53,7 @@ def _write(ids, time, token):
     return tf.where(at, token[..., None], ids)
 
 
-def greedy(model, memory, max_length, steps, alpha, penalty_mode, min_length):
+def greedy(model, memory, max_length, steps, alpha, penalty_mode, min_length, prefix=None):
     """sampling.search with `choose=None`: (ids int32 [B, 1, steps], scores float32 [B, 1])."""
     batch = tf.shape(max_length)[0]
     memory, shared = split_shared(model.decoding_memory(memory))
@@ -61,7 +61,7 @@ def greedy(model, memory, max_length, steps, alpha, penalty_mode, min_length):
 
     def body(time, ids, scores, done, state):
         log_probs, state = step_log_probs(model, _last_tokens(ids, time), time, state, rows,
-                                          max_length, min_length)
+                                          max_length, min_length, prefix=prefix)
         token = tf.where(done, PAD_ID, tf.argmax(log_probs, axis=-1, output_type=tf.int32))
         chosen = tf.where(done, 0.0, tf.gather(log_probs, token, batch_dims=1))
         return (time + 1, _write(ids, time, token), scores + chosen,
@@ -80,18 +80,19 @@ def greedy(model, memory, max_length, steps, alpha, penalty_mode, min_length):
 
 
 def beam(model, memory, max_length, steps, beam_size, alpha, penalty_mode, n_best,
-         min_length):
+         min_length, prefix=None):
     """beam_search.beam_search without alignments or n-gram bans: (ids int32 [B, n_best,
     steps], scores float32 [B, n_best])."""
     K, batch = beam_size, tf.shape(max_length)[0]
     memory, shared = split_shared(model.decoding_memory(memory))
     rows = with_shared(tf.nest.map_structure(lambda t: tf.repeat(t, K, axis=0), memory), shared)
     limits = tf.repeat(max_length, K)
+    prefix = None if prefix is None else tf.repeat(prefix, K, axis=0)
 
     def body(time, alive_scores, alive_ids, finished_scores, finished_ids, done, state):
         ids = tf.reshape(alive_ids, [batch * K, steps])
         log_probs, state = step_log_probs(model, _last_tokens(ids, time), time, state, rows,
-                                          limits, min_length)
+                                          limits, min_length, prefix=prefix)
         vocab = tf.shape(log_probs)[1]
         candidates = tf.reshape(tf.reshape(alive_scores, [-1, 1]) + log_probs, [batch, K * vocab])
         top_scores, top_index = wide_top_k(candidates, 2 * K)

@@ -50,7 +50,7 @@ def sampler(topk, temperature, seed):
 
 
 def search(model, memory, max_length, choose, alpha, penalty_mode, no_repeat_ngram_size,
-           min_length):
+           min_length, prefix=None):
     """One translation per sentence, token by token.
 
     Args:
@@ -58,6 +58,7 @@ def search(model, memory, max_length, choose, alpha, penalty_mode, no_repeat_ngr
       max_length: int32 [B], the most tokens (eos included) per sentence.
       choose: `sampler(...)`, or None for the most likely token.
       min_length: the fewest tokens (eos not included) before eos may be chosen.
+      prefix: None, or int32 [B, P]: each sentence's target prefix (PAD_ID after it), forced.
     Returns:
       ids int32 [B, 1, T] padded with PAD_ID (eos removed), scores float32 [B, 1]: the
       length-penalised log-probability of the translation, as beam search scores one.
@@ -72,7 +73,8 @@ def search(model, memory, max_length, choose, alpha, penalty_mode, no_repeat_ngr
         log_probs, state = next_log_probs(model, tf.gather(s.ids, s.active), s.time,
                                           s.model_state, with_shared(s.memory, shared),
                                           tf.gather(max_length, s.active), no_repeat_ngram_size,
-                                          min_length)
+                                          min_length,
+                                          None if prefix is None else tf.gather(prefix, s.active))
         if choose is None:
             token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         else:

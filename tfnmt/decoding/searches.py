@@ -1,7 +1,9 @@
 """The searches: how a batch's encoder output becomes its translations.
 
-A search is called as `search(model, memory, source_lengths, n_best)` and returns
-(ids int32 [B, n_best, T] padded with PAD_ID, scores float32 [B, n_best], best first). Which
+A search is called as `search(model, memory, source_lengths, n_best, prefix=None)` and returns
+(ids int32 [B, n_best, T] padded with PAD_ID, scores float32 [B, n_best], best first). A
+`prefix` int32 [B, P] (PAD_ID after each row's) is forced as the first tokens of every
+hypothesis; each sentence's length limit then counts the tokens after its prefix. Which
 searches a model can use follows its `search_family` (models/base.py):
 
   autoregressive  BeamSearch, Greedy (--beam_size=1) or Sampling, over `initial_state`/`step`;
@@ -19,7 +21,7 @@ import dataclasses
 import tensorflow as tf
 
 from tfnmt.decoding import compiled, ctc, sampling
-from tfnmt.decoding.beam_search import beam_search, max_lengths
+from tfnmt.decoding.beam_search import beam_search, max_lengths, prefix_lengths
 from tfnmt.errors import ConfigError
 
 
@@ -36,21 +38,22 @@ class Search:
         """{signature name: search} an export serves."""
         return {"serving_default": self}
 
-    def limits(self, source_lengths):
+    def limits(self, source_lengths, prefix=None):
         o = self.options
-        return max_lengths(source_lengths, o.max_length_ratio, o.max_length_offset,
-                           o.max_decode_length)
+        limits = max_lengths(source_lengths, o.max_length_ratio, o.max_length_offset,
+                             o.max_decode_length)
+        return limits if prefix is None else limits + prefix_lengths(prefix)
 
 
 class BeamSearch(Search):
     """The one beam search of beam_search.py."""
 
-    def __call__(self, model, memory, source_lengths, n_best=1, alignments=False):
+    def __call__(self, model, memory, source_lengths, n_best=1, alignments=False, prefix=None):
         """With `alignments`, also the attention [B, n_best, T, S] (beam_search.py)."""
         o = self.options
-        return beam_search(model, memory, self.limits(source_lengths), o.beam_size,
+        return beam_search(model, memory, self.limits(source_lengths, prefix), o.beam_size,
                            o.length_penalty, o.length_penalty_mode, n_best,
-                           o.no_repeat_ngram_size, o.min_decode_length, alignments)
+                           o.no_repeat_ngram_size, o.min_decode_length, alignments, prefix)
 
 
 class Compiled(Search):
@@ -58,7 +61,7 @@ class Compiled(Search):
     (compiled.py), for a batch of at most MAX_ROWS hypotheses (sentences x beam size); a larger
     batch takes the dynamic search, where dropping finished sentences and caches that grow
     with the output cost less than what XLA saves per op. Called on the source rather than on
-    the memory: `encode_and_search(model, source, lengths, n_best)`."""
+    the memory: `encode_and_search(model, source, lengths, n_best, prefix)`."""
     compiled = True
     # On the 2-core CPU (docs/benchmarks.md), Transformer-small at beam 5: compiled 2.1x faster
     # at 5 rows, even at 40, 1.5x slower at 80; greedy 1.6x faster still at 32 rows.
@@ -69,35 +72,42 @@ class Compiled(Search):
         self.dynamic = _autoregressive(dataclasses.replace(options, xla_decoding=False))
         self._functions = {}
 
-    def encode_and_search(self, model, source, lengths, n_best=1):
+    def encode_and_search(self, model, source, lengths, n_best=1, prefix=None):
         def dynamic():
-            return self.dynamic(model, model.encode(source, training=False), lengths, n_best)
+            return self.dynamic(model, model.encode(source, training=False), lengths, n_best,
+                                prefix=prefix)
 
         rows = tf.shape(source)[0] * self.options.beam_size
         return tf.cond(rows <= self.MAX_ROWS,
-                       lambda: self._compiled(model, source, lengths, n_best), dynamic)
+                       lambda: self._compiled(model, source, lengths, n_best, prefix), dynamic)
 
-    def _compiled(self, model, source, lengths, n_best):
+    def _compiled(self, model, source, lengths, n_best, prefix):
         source = compiled.padded_source(source)
         # The longest limit, as the length of a tensor: under XLA a shape is a compile-time
-        # constant, which the buffers of `steps` positions need.
-        steps = tf.zeros([compiled.most_steps_of(self.options, tf.shape(source)[1])], tf.int8)
-        key = (id(model), n_best)
+        # constant, which the buffers of `steps` positions need. A prefix is padded as the
+        # source is, so that its width takes few values too.
+        most = compiled.most_steps_of(self.options, tf.shape(source)[1])
+        if prefix is not None:
+            prefix = compiled.padded_source(prefix)
+            most += tf.shape(prefix)[1]
+        steps = tf.zeros([most], tf.int8)
+        key = (id(model), n_best, prefix is None)
         if key not in self._functions:
             self._functions[key] = tf.function(
-                lambda source, lengths, steps: self._run(model, source, lengths, steps, n_best),
+                lambda source, lengths, steps, prefix: self._run(model, source, lengths, steps,
+                                                                 n_best, prefix),
                 jit_compile=True)
-        return self._functions[key](source, lengths, steps)
+        return self._functions[key](source, lengths, steps, prefix)
 
-    def _run(self, model, source, lengths, steps, n_best):
+    def _run(self, model, source, lengths, steps, n_best, prefix):
         o, steps = self.options, tf.shape(steps)[0]
         memory = model.encode(source, training=False)
+        limits = self.limits(lengths, prefix)
         if o.beam_size == 1:
-            return compiled.greedy(model, memory, self.limits(lengths), steps, o.length_penalty,
-                                   o.length_penalty_mode, o.min_decode_length)
-        return compiled.beam(model, memory, self.limits(lengths), steps, o.beam_size,
-                             o.length_penalty, o.length_penalty_mode, n_best,
-                             o.min_decode_length)
+            return compiled.greedy(model, memory, limits, steps, o.length_penalty,
+                                   o.length_penalty_mode, o.min_decode_length, prefix)
+        return compiled.beam(model, memory, limits, steps, o.beam_size, o.length_penalty,
+                             o.length_penalty_mode, n_best, o.min_decode_length, prefix)
 
 
 class Greedy(Search):
@@ -111,11 +121,11 @@ class Greedy(Search):
     def choose(self):
         return None
 
-    def __call__(self, model, memory, source_lengths, n_best=1):
+    def __call__(self, model, memory, source_lengths, n_best=1, prefix=None):
         o = self.options
-        return sampling.search(model, memory, self.limits(source_lengths), self.choose(),
-                               o.length_penalty, o.length_penalty_mode, o.no_repeat_ngram_size,
-                               o.min_decode_length)
+        return sampling.search(model, memory, self.limits(source_lengths, prefix),
+                               self.choose(), o.length_penalty, o.length_penalty_mode,
+                               o.no_repeat_ngram_size, o.min_decode_length, prefix)
 
 
 class Sampling(Greedy):
@@ -129,7 +139,9 @@ class Sampling(Greedy):
 class CTCSearch(Search):
     """A CTC model's labels: greedy with beam size 1, else the CTC prefix beam search."""
 
-    def __call__(self, model, memory, source_lengths, n_best=1):
+    def __call__(self, model, memory, source_lengths, n_best=1, prefix=None):
+        if prefix is not None:
+            raise ConfigError(cannot_continue(model))
         log_probs, lengths = model.label_log_probs(memory)
         if self.width == 1:
             ids, scores = ctc.greedy(log_probs, lengths, model.blank_id)
@@ -140,6 +152,12 @@ class CTCSearch(Search):
         # Greedy is the parallel, fast path (and the one TFLite converts); the beam is extra.
         greedy = CTCSearch(dataclasses.replace(self.options, beam_size=1, n_best=1))
         return {"serving_default": greedy, **({"beam": self} if self.width > 1 else {})}
+
+
+def cannot_continue(model):
+    """Why `model` takes no target prefix."""
+    return (f"target prefix: not for model {model.registry_name!r}, whose labels are chosen all "
+            "at once rather than each after the ones before")
 
 
 def _autoregressive(options):

@@ -19,6 +19,7 @@ from tfnmt.decoding.results import Translation
 from tfnmt.errors import ConfigError, DataError
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
+PREFIX = tf.TensorSpec([None], tf.string, name="prefix")
 
 
 class Translator(tf.Module, Backend):
@@ -121,10 +122,11 @@ class Translator(tf.Module, Backend):
         return {"translations": tf.where(empty, "", tf.reshape(texts, [batch, n])),
                 "scores": tf.where(empty, 0.0, scores)}
 
-    def export_signatures(self, score=False):
+    def export_signatures(self, score=False, prefix=False):
         """{signature name: (concrete function, beam size)} for a SavedModel: the searcher's
         variants (decoding/searches.py; serving_default first), `n_best` when
-        `options.n_best` > 1, `alignments` with alignments, and `score` when asked for."""
+        `options.n_best` > 1, `alignments` with alignments, and `score` and `prefix` when
+        asked for."""
         signatures = {}
         for name, searcher in self.searcher.variants().items():
             function = self.translate if searcher is self.searcher else tf.function(
@@ -146,7 +148,39 @@ class Translator(tf.Module, Backend):
                                   "chunks, whose joined translation has no one score)")
             signatures["score"] = (self.score_signature.get_concrete_function(),
                                    self.searcher.width)
+        if prefix:
+            self.check_prefix()
+            signatures["prefix"] = (self.prefix_signature.get_concrete_function(),
+                                    self.searcher.width)
         return signatures
+
+    def check_prefix(self):
+        """Refuses a target prefix that the model cannot continue."""
+        if not self.model.autoregressive:
+            raise ConfigError(searches.cannot_continue(self.model))
+
+    def translate_prefix(self, text, prefix):
+        self.check_prefix()
+        return self.prefix_signature(text, prefix)
+
+    @tf.function(input_signature=[TEXT, PREFIX])
+    def prefix_signature(self, text, prefix):
+        """The best translation of each sentence of `text` [B] that starts with its target
+        `prefix` [B] ("": none), the export's `prefix` signature: translations string [B], each
+        `prefix` as given followed by the rest of the translation (`continued`); scores
+        float32 [B], of the whole translation, the prefix's tokens included (what
+        `score_signature` gives it). The prefix's pieces are forced as the first tokens of
+        every hypothesis; the length limits count the tokens after them. An empty source
+        translates to its prefix, with score 0."""
+        source, lengths = self.tokenize(text)
+        pieces = self.target_tokenizer.tokenize(prefix)
+        ids, scores = self.translate_ids(source, lengths,
+                                         prefix=pieces.to_tensor(default_value=PAD_ID))
+        whole = self.target_tokenizer.detokenize(tf.RaggedTensor.from_tensor(ids, padding=PAD_ID))
+        translations = continued(prefix, self.target_tokenizer.detokenize(pieces), whole)
+        empty = tf.equal(lengths, 0)
+        return {"translations": tf.where(empty, prefix, translations),
+                "scores": tf.where(empty, 0.0, scores)}
 
     def translate_alignments(self, text):
         if self.options.alignments == "none":
@@ -233,14 +267,15 @@ class Translator(tf.Module, Backend):
         return {"translations": tf.where(empty, "", translations),
                 "scores": tf.where(empty, 0.0, scores)}
 
-    def translate_ids(self, source, lengths, searcher=None):
+    def translate_ids(self, source, lengths, searcher=None, prefix=None):
         """Padded source ids [B, S] (eos-terminated) and their lengths without eos [B] ->
-        (ids [B, T] padded with PAD_ID, scores [B]) of the best translation. Shared by the
-        SavedModel and TFLite exports. `searcher` defaults to the translator's."""
+        (ids [B, T] padded with PAD_ID, scores [B]) of the best translation, which starts with
+        `prefix` int32 [B, P] (PAD_ID after each row's), if given. Shared by the SavedModel and
+        TFLite exports. `searcher` defaults to the translator's."""
         searcher = searcher or self.searcher
         window = self.model.source_window
         if not window:
-            ids, scores = self.search(source, lengths, searcher)
+            ids, scores = self.search(source, lengths, searcher, prefix=prefix)
             return ids[:, 0], scores[:, 0]
         if self.options.long_input == "error":
             tf.debugging.assert_less_equal(
@@ -248,16 +283,34 @@ class Translator(tf.Module, Backend):
                 "subwords and eos) and --long_input=error; --long_input=chunk translates it in "
                 "pieces")
         chunks, chunk_lengths, sentence = chunking.split(source, lengths, window)
-        ids, scores = self.search(chunks, chunk_lengths, searcher)
+        if prefix is not None:
+            # A sentence's prefix starts the translation of its first chunk.
+            first = tf.concat([[True], tf.not_equal(sentence[1:], sentence[:-1])], axis=0)
+            prefix = tf.where(first[:, None], tf.gather(prefix, sentence), PAD_ID)
+        ids, scores = self.search(chunks, chunk_lengths, searcher, prefix=prefix)
         return chunking.join(ids[:, 0], scores[:, 0], sentence, tf.shape(lengths)[0])
 
-    def search(self, source, lengths, searcher=None, n_best=1):
+    def search(self, source, lengths, searcher=None, n_best=1, prefix=None):
         """(ids [B, n_best, T], scores [B, n_best]) of sources that fit the model's window."""
         searcher = searcher or self.searcher
         if getattr(searcher, "compiled", False):
-            return searcher.encode_and_search(self.model, source, lengths, n_best)
+            return searcher.encode_and_search(self.model, source, lengths, n_best, prefix=prefix)
         memory = self.model.encode(source, training=False)
-        return searcher(self.model, memory, lengths, n_best)
+        return searcher(self.model, memory, lengths, n_best, prefix=prefix)
+
+
+def continued(prefix, forced, whole):
+    """string [B]: each `prefix` exactly as given, then what the translation `whole` (its
+    detokenized pieces, prefix's included) adds after `forced` (the prefix's pieces alone,
+    detokenized): so the prefix is kept verbatim whatever SentencePiece normalises (spaces,
+    unknown characters). The space before the next word is the translation's, so a prefix
+    that ends in whitespace takes no second one; one that ends mid-word is continued as the
+    model continues its last piece."""
+    start = tf.strings.length(forced)
+    rest = tf.strings.substr(whole, start, tf.maximum(tf.strings.length(whole) - start, 0))
+    rest = tf.where(tf.strings.regex_full_match(prefix, r"(?s).*\s"),
+                    tf.strings.regex_replace(rest, "^ ", ""), rest)
+    return tf.strings.join([prefix, rest])
 
 
 # `translate` sorts by length within windows of this many batches rather than over the whole
@@ -267,24 +320,26 @@ STREAM_WINDOW_BATCHES = 8
 
 
 def translations(translator, sentences, batch_size, progress=None, window=0, n_best=0,
-                 alignments=False):
+                 alignments=False, prefixes=None):
     """Yields (index, result) of `sentences` (list of str), a batch at a time, where a result is
     a `Translation` (decoding/results.py) or, with `n_best` N > 0, the list of a sentence's N
     best, best first; with `alignments`, each carries its `alignments.Aligned`.
 
     Batches are formed from sentences of similar length, so padding and the longest hypothesis
     of a batch cost less: sorted over the whole list, or over each `window` sentences in turn
-    (0 = the whole list). `translator` is a backend (decoding/backend.py). `progress` (a tqdm
+    (0 = the whole list). With `prefixes` (a str per sentence, "" for none), each translation
+    starts with its sentence's (Translator.prefix_signature); not with `n_best` or
+    `alignments`. `translator` is a backend (decoding/backend.py). `progress` (a tqdm
     bar, progress lines, or anything with `update(n)`) is told of every batch. Once all are
     done, the count of empty translations of non-empty sources is logged, if any.
     """
     for batch in translated_batches(translator, sentences, batch_size, progress, window, n_best,
-                                    alignments):
+                                    alignments, prefixes):
         yield from batch
 
 
 def translated_batches(translator, sentences, batch_size, progress=None, window=0, n_best=0,
-                       alignments=False):
+                       alignments=False, prefixes=None):
     """`translations`, a list of (index, result) per batch."""
     window = window or max(len(sentences), 1)
     empty = 0
@@ -298,6 +353,9 @@ def translated_batches(translator, sentences, batch_size, progress=None, window=
                 out = _aligned_batch(translator, batch)
             elif n_best:
                 out = _translate_batch(translator.translate_n_best, batch, n_best)
+            elif prefixes is not None:
+                out = [row[0] for row in _translate_batch(
+                    translator.translate_prefix, batch, tf.constant([prefixes[i] for i in index]))]
             else:
                 out = [row[0] for row in _translate_batch(translator.translate, batch)]
                 empty += sum(not t.text and bool(source.strip()) for t, source in zip(out, batch))

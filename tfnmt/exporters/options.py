@@ -28,6 +28,11 @@ class ExportOptions:
         "target_tokens), the teacher-forced score of given translations under the export's "
         "length penalty, which `tfnmt.Translator.from_export(...).score` reads. Autoregressive "
         "models without a source window.")
+    prefix: bool = option(
+        False, "SavedModel: add the `prefix` signature (text, prefix -> translations, scores), "
+        "translations that start with a given target prefix, which `tfnmt translate "
+        "--target_prefix`, `tfnmt.Translator.translate(..., target_prefix=...)` and the demo "
+        "page of `tfnmt serve` read. Autoregressive models.")
 
     def __post_init__(self):
         check(self)  # each value in its range before the checks across values
@@ -36,6 +41,7 @@ class ExportOptions:
                               "chooses it when it translates (README: CTranslate2)")
         if self.quantize != "none" and self.format != "tflite":
             raise ConfigError("--quantize applies to --format=tflite only")
-        if self.score and self.format != "saved_model":
-            raise ConfigError("--score adds a SavedModel signature: not with "
-                              f"--format={self.format}")
+        for name in ("score", "prefix"):
+            if getattr(self, name) and self.format != "saved_model":
+                raise ConfigError(f"--{name} adds a SavedModel signature: not with "
+                                  f"--format={self.format}")

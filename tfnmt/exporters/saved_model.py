@@ -8,7 +8,8 @@ translations and scores [B, N]; one made with alignments (hard or soft) has `ali
 translations, scores, source_tokens, target_tokens and attention [B, T, S]
 (Translator.export_signatures, Translator.alignments_signature); one made with score has
 `score(text, target)` -> log_prob, normalized [B], target_tokens [B, T]
-(Translator.score_signature).
+(Translator.score_signature); one made with prefix has `prefix(text, prefix)` -> translations,
+scores [B], each translation starting with its prefix (Translator.prefix_signature).
 
 The graph may only hold ops that TF Serving's stock model server has: core TensorFlow and
 tensorflow-text. `disallowed_ops` is checked on every export.
@@ -32,16 +33,17 @@ _PYTHON_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
 EXPORT_INFO = os.path.join("assets.extra", "tfnmt_export.json")
 
 
-def export(translator, export_dir, name, version=0, config=None, score=False):
+def export(translator, export_dir, name, version=0, config=None, score=False, prefix=False):
     """Writes the translator to export_dir/name/version atomically; returns that path. With
-    `score`, the graph also has the `score` signature (Translator.score_signature).
+    `score`, the graph also has the `score` signature (Translator.score_signature); with
+    `prefix`, the `prefix` signature (Translator.prefix_signature).
 
     Next to the graph, assets.extra/tfnmt_export.json records the model config and the decoding
     settings baked into the signature (TF Serving ignores that folder's other files).
     """
     # Before any directory is made: a signature the model cannot have is refused with nothing
     # left behind.
-    signatures = translator.export_signatures(score=score)
+    signatures = translator.export_signatures(score=score, prefix=prefix)
 
     def write(staging):
         tf.saved_model.save(_servable(translator), staging,
@@ -141,6 +143,15 @@ class SavedModelTranslator(Backend):
             raise ConfigError(f"--alignments: {self.path} has no `alignments` signature; "
                               "export it with --alignments=hard or soft")
         return self.module.signatures["alignments"](text=text)
+
+    def check_prefix(self):
+        if "prefix" not in self.module.signatures:
+            raise ConfigError(f"target prefix: {self.path} has no `prefix` signature; export it "
+                              "with --prefix")
+
+    def translate_prefix(self, text, prefix):
+        self.check_prefix()
+        return self.module.signatures["prefix"](text=text, prefix=prefix)
 
     def check_scorable(self, sentences, where):
         """Refuses scoring through an export made without the `score` signature."""

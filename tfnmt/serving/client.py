@@ -117,9 +117,11 @@ class ServingClient:
                             url, failure, self.retries, wait)
 
     def predict(self, texts, signature=None):
-        """{output name: list} for a list of input strings, from the model's default signature
-        or `signature`."""
-        request = {"inputs": list(texts), **({"signature_name": signature} if signature else {})}
+        """{output name: list} for a list of input strings (or {input name: list of strings},
+        for a signature of several inputs), from the model's default signature or
+        `signature`."""
+        inputs = dict(texts) if isinstance(texts, dict) else list(texts)
+        request = {"inputs": inputs, **({"signature_name": signature} if signature else {})}
         body = json.dumps(request, ensure_ascii=False).encode("utf-8")
         outputs = self._request("POST", self.model_url + ":predict", body)["outputs"]
         if not isinstance(outputs, dict):
@@ -183,6 +185,12 @@ class RemoteTranslator(Backend):
     def translate(self, text):
         return self._predict(text)
 
+    def check_prefix(self):
+        """Whether the served model has a `prefix` signature, its first answer says."""
+
+    def translate_prefix(self, text, prefix):
+        return self._predict(text, "prefix", prefix)
+
     def translate_n_best(self, text, n):
         out = self._predict(text, "n_best")
         if len(out["translations"].shape) != 2 or out["translations"].shape[1] < n:
@@ -190,16 +198,23 @@ class RemoteTranslator(Backend):
                               f"--n_best={n} hypotheses")
         return {key: value[:, :n] for key, value in out.items()}
 
-    def _predict(self, text, signature=None):
+    def _predict(self, text, signature=None, prefix=None):
         import tensorflow as tf
-        texts = [t.decode("utf-8") for t in text.numpy()] if hasattr(text, "numpy") else list(text)
+        texts = _strings(text)
+
+        def ask():
+            if prefix is None:
+                return self.client.predict(self._fit(texts), signature)
+            return self.client.predict({"text": self._fit(texts), "prefix": _strings(prefix)},
+                                       signature)
+
         try:
-            outputs = self.client.predict(self._fit(texts), signature)
+            outputs = ask()
         except SentenceTooLong as e:
             if self.max_chars is not None and e.limit >= self.max_chars:
                 raise
             self._learn_limit(e.limit)
-            outputs = self.client.predict(self._fit(texts), signature)
+            outputs = ask()
         translations, scores = outputs.get("translations"), outputs.get("scores")
         if translations is None or len(translations) != len(texts):
             raise ServerError(f"{self.client.model_url}: not a tfnmt translation model "
@@ -207,6 +222,10 @@ class RemoteTranslator(Backend):
         scores = scores if scores is not None else np.zeros(np.shape(translations)).tolist()
         return {"translations": tf.constant(translations, tf.string),
                 "scores": tf.constant(scores, tf.float32)}
+
+
+def _strings(text):
+    return [t.decode("utf-8") for t in text.numpy()] if hasattr(text, "numpy") else list(text)
 
 
 def load_test(client, sentences, *, clients, seconds, sentences_per_request, expected=None):

@@ -123,17 +123,13 @@ class Servable:
             self._call(DEFAULT_SIGNATURE, ["a"])
 
     def input_spec(self, signature_name):
-        """(input name, input dtype enum) of a signature: tfnmt exports take one string vector."""
+        """[(input name, input dtype enum)] of a signature, by name: tfnmt exports take string
+        vectors, one (`text`) or two (the `score` and `prefix` signatures)."""
         signature_name = signature_name or DEFAULT_SIGNATURE
         definition = self.signature_defs.get(signature_name)
         if definition is None or signature_name == _INIT_OP_SIGNATURE:
             raise invalid_argument(f'Serving signature name: "{signature_name}" not found in signature def')
-        inputs = dict(definition.inputs)
-        if len(inputs) != 1:
-            raise invalid_argument(f"signature {signature_name} takes {len(inputs)} inputs; "
-                                   "tfnmt serve serves signatures with one (a string vector)")
-        (name, info), = inputs.items()
-        return name, info.dtype
+        return sorted((name, info.dtype) for name, info in definition.inputs.items())
 
     def _function(self, signature_name):
         function = self._functions.get(signature_name)
@@ -141,16 +137,20 @@ class Servable:
             function = self._functions[signature_name] = self._module.signatures[signature_name]
         return function
 
-    def _call(self, signature_name, texts):
-        name, _ = self.input_spec(signature_name)
+    def _call(self, signature_name, items):
+        """`items`: strings for a signature of one input; tuples of strings, in the order of
+        `input_spec`'s names, for one of several."""
+        names = [name for name, _ in self.input_spec(signature_name)]
+        columns = [items] if len(names) == 1 else [list(column) for column in zip(*items)]
         try:
-            outputs = self._function(signature_name)(**{name: tf.constant(texts, tf.string)})
+            outputs = self._function(signature_name)(
+                **{name: tf.constant(column, tf.string) for name, column in zip(names, columns)})
         except tf.errors.InvalidArgumentError as e:
             raise invalid_argument(str(e).splitlines()[0]) from None
         return {key: value.numpy() for key, value in outputs.items()}
 
     def predict(self, signature_name, texts, timeout=None):
-        """{output name: numpy array [len(texts)]}."""
+        """{output name: numpy array [len(texts)]}; `texts` as `_call` takes them."""
         signature_name = signature_name or DEFAULT_SIGNATURE
         self.input_spec(signature_name)
         if self._batching is None:

@@ -315,6 +315,42 @@ def request_texts(request, input_name):
     raise invalid_argument("Missing 'inputs' or 'instances' key")
 
 
+def request_rows(request, input_names):
+    """([input strings, or tuples of them in the order of `input_names`], row_format) of a
+    predict request to a signature whose inputs are string vectors: with several, every
+    instance names each ({"text": ..., "prefix": ...}), or "inputs" gives each a list of the
+    same length."""
+    if len(input_names) == 1:
+        return request_texts(request, input_names[0])
+    expected = ",".join(input_names)
+    if "instances" in request:
+        instances = request["instances"]
+        if not isinstance(instances, list) or not instances:
+            return request_texts(request, input_names[0])  # its own message for these
+        rows = []
+        for i, item in enumerate(instances):
+            if not _named(item) or set(item) != set(input_names):
+                raise invalid_argument(f"Failed to process element: {i} of 'instances' list. "
+                                       f"JSON object: {_short(item)} keys must be equal to: "
+                                       f"{expected}")
+            rows.append(tuple(_string(item[name], f"Failed to process element: {i} of "
+                                                  f"'instances' list. Error: ")
+                              for name in input_names))
+        return rows, True
+    if "inputs" in request:
+        inputs = request["inputs"]
+        if not isinstance(inputs, dict) or set(inputs) != set(input_names):
+            raise invalid_argument(f"'inputs' must be an object with the named inputs "
+                                   f"{expected}, each a list of strings")
+        columns = [request_texts({"inputs": {name: inputs[name]}}, name)[0]
+                   for name in input_names]
+        if len({len(column) for column in columns}) > 1:
+            raise invalid_argument(f"inputs {expected} have {', '.join(str(len(c)) for c in columns)} "
+                                   "values: give each the same number")
+        return list(zip(*columns)), False
+    raise invalid_argument("Missing 'inputs' or 'instances' key")
+
+
 def _metadata_json(servable):
     definitions = {name: json_format.MessageToDict(servable.signature_defs[name],
                                                    preserving_proto_field_name=True,
@@ -391,7 +427,8 @@ class RestApi:
                 continue
             signatures = sorted(n for n in servable.signature_defs if not n.startswith("__"))
             models.append({"name": name, "version": servable.version, "signatures": signatures,
-                           "alignments": "alignments" in signatures})
+                           "alignments": "alignments" in signatures,
+                           "prefix": "prefix" in signatures})
         return "application/json", json.dumps({"models": models}, ensure_ascii=False)
 
     def _dispatch(self, method, path, environ):
@@ -440,17 +477,20 @@ class RestApi:
         body = self._read_body(environ)
         signature, request = parse_predict_request(body)
         servable = self.manager.get(name, version)
-        input_name, dtype = servable.input_spec(signature)
-        if dtype != types_pb2.DT_STRING:
-            raise invalid_argument(f"signature input {input_name} is "
-                                   f"{types_pb2.DataType.Name(dtype)}; tfnmt serve feeds strings")
-        texts, row_format = request_texts(request, input_name)
+        spec = servable.input_spec(signature)
+        for input_name, dtype in spec:
+            if dtype != types_pb2.DT_STRING:
+                raise invalid_argument(f"signature input {input_name} is "
+                                       f"{types_pb2.DataType.Name(dtype)}; tfnmt serve feeds "
+                                       "strings")
+        texts, row_format = request_rows(request, [name for name, _ in spec])
         if len(texts) > self.max_sentences:
             raise invalid_argument(f"Request has {len(texts)} sentences; this server takes at most "
                                    f"{self.max_sentences} per request (--max_sentences_per_request)")
-        for i, text in enumerate(texts):
-            if len(text) > self.max_sentence_chars:
-                raise sentence_too_long(i, len(text), self.max_sentence_chars)
+        for i, row in enumerate(texts):
+            for text in (row,) if isinstance(row, str) else row:
+                if len(text) > self.max_sentence_chars:
+                    raise sentence_too_long(i, len(text), self.max_sentence_chars)
         outputs = servable.predict(signature, texts, self.timeout)
         return _dumps(predict_response(outputs, row_format))
 

@@ -1,0 +1,102 @@
+"""`tfnmt translate --target_prefix=FILE` and `--interactive` (cli/translate.py): prefixes as the
+Python API continues them, the one-line refusals, and answers line by line through a pipe."""
+
+import io
+import os
+import queue
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import REPO, run_cli
+from tfnmt import Translator
+
+SOURCES = ["the red dog sees a bird", "a cat", "", "the old man runs"]
+PREFIXES = ["Vogel", "", "Haus", "Mann "]
+
+
+def _error(capsys):
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    base = tmp_path_factory.mktemp("prefix_files")
+    source, prefixes = base / "in.txt", base / "prefixes.txt"
+    source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    prefixes.write_text("\n".join(PREFIXES) + "\n", encoding="utf-8")
+    return str(source), str(prefixes)
+
+
+def test_each_line_continues_its_prefix_as_the_api_does(trained_model, files, tmp_path):
+    source, prefixes = files
+    output = tmp_path / "out.txt"
+    assert run_cli("translate", f"--model_dir={trained_model}", "--beam_size=2",
+                   f"--input={source}", f"--target_prefix={prefixes}", f"--output={output}") == 0
+    expected = Translator.from_model_dir(trained_model, beam_size=2).translate(
+        SOURCES, target_prefix=PREFIXES)
+    lines = output.read_text(encoding="utf-8").splitlines()
+    assert lines == [t.text for t in expected]
+    assert all(line.startswith(prefix) for line, prefix in zip(lines, PREFIXES))
+
+
+def test_what_a_prefix_cannot_go_with_is_one_line(trained_model, files, tmp_path, capsys):
+    """(A CTC model's refusal: tests/decoding/test_prefix.py.)"""
+    source, prefixes = files
+    short = tmp_path / "short.txt"
+    short.write_text("Vogel\n", encoding="utf-8")
+    model = [f"--model_dir={trained_model}", f"--input={source}"]
+    assert run_cli("translate", *model, f"--target_prefix={short}") == 2
+    assert _error(capsys) == (f"tfnmt translate: error: --target_prefix={short}: 1 lines for the "
+                              f"4 lines of {source}; give one prefix per input line (an empty "
+                              "line for none)")
+    assert run_cli("translate", *model, f"--target_prefix={prefixes}", "--n_best=2") == 2
+    assert _error(capsys) == ("tfnmt translate: error: --target_prefix: of the best translation "
+                              "only; not with --n_best or --alignments")
+
+
+def test_interactive_answers_each_line_before_the_next_is_written(trained_model):
+    """Through two pipes, as a program converses with it: the second line is written only once
+    the first one's answer has been read."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tfnmt", "translate", f"--model_dir={trained_model}",
+         "--beam_size=1", "--interactive"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=REPO))
+    answers = queue.Queue()
+    reader = threading.Thread(target=lambda: [answers.put(line) for line in process.stdout],
+                              daemon=True)
+    reader.start()
+    try:
+        expected = Translator.from_model_dir(trained_model, beam_size=1).translate(SOURCES[:2])
+        for sentence, translation in zip(SOURCES[:2], expected):
+            process.stdin.write(sentence.encode() + b"\n")
+            process.stdin.flush()
+            assert answers.get(timeout=120).decode().rstrip("\n") == translation.text
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+class _Terminal(io.TextIOWrapper):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("flags,answering", [([], True), (["--nointeractive"], False)])
+def test_a_terminal_on_stdin_answers_line_by_line_unless_told_not_to(
+        trained_model, monkeypatch, capsys, flags, answering):
+    from tfnmt.cli import translate
+    calls = []
+    answer = translate._answer
+    monkeypatch.setattr(translate, "_answer", lambda *a: calls.append(a) or answer(*a))
+    monkeypatch.setattr(sys, "stdin", _Terminal(io.BytesIO(b"a cat\nbig house\n")))
+    assert run_cli("translate", f"--model_dir={trained_model}", "--beam_size=1", *flags) == 0
+    expected = Translator.from_model_dir(trained_model, beam_size=1).translate(
+        ["a cat", "big house"])
+    assert capsys.readouterr().out == "".join(f"{t.text}\n" for t in expected)
+    assert bool(calls) == answering
