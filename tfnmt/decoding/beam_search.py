@@ -87,13 +87,21 @@ def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size,
     return step_log_probs(model, last, time, state, memory, limit, min_length, ban)
 
 
+def log_probs_of(model, logits):
+    """float32 log-probabilities of what a model's `step` or `decode` gives: the log_softmax of
+    its logits, or them as they are from a model that gives log-probabilities itself
+    (`gives_log_probs`: an ensemble's mean, ensemble.py, which a softmax would renormalise)."""
+    logits = tf.cast(logits, tf.float32)
+    return logits if getattr(model, "gives_log_probs", False) else tf.nn.log_softmax(logits, -1)
+
+
 def step_log_probs(model, last, time, state, memory, limit, min_length, ban=None):
     """(log p(next token) float32 [N, V], the model's new state) after the tokens `last` [N].
     At NEG_INF: pad and bos; what `ban(V)` (bool [N, V]) marks; at its length limit `limit`
     [N], every token but eos; before `min_length` tokens (--min_decode_length), eos, unless
     the limit leaves no room for them."""
     logits, state = model.step(last, time, state, memory)
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [N, V]
+    log_probs = log_probs_of(model, logits)  # [N, V]
     vocab = tf.shape(log_probs)[1]
     banned = tf.one_hot(PAD_ID, vocab, NEG_INF, 0.0) + tf.one_hot(BOS_ID, vocab, NEG_INF, 0.0)
     log_probs += banned[None]
