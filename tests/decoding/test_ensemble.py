@@ -189,7 +189,17 @@ def test_an_exported_ensemble_translates_as_in_process(dirs, pair, tmp_path, cap
     assert [m["model_dir"] for m in members] == [a, b]
     assert [m["config"]["model"] for m in members] == ["transformer", "deeplau"]
     exported = Translator.from_export(path)
-    _assert_same(_pairs(pair.translate(SOURCES)), _pairs(exported.translate(SOURCES)), 1e-4)
+    expected = _pairs(pair.translate(SOURCES))
+    _assert_same(expected, _pairs(exported.translate(SOURCES)), 1e-4)
+    # As TF Serving's loader reads it: a graph-mode Session (`tfnmt serve` loads it as
+    # from_export does).
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        signature = tf.compat.v1.saved_model.load(session, ["serve"], path).signature_def[
+            "serving_default"]
+        out = session.run({k: v.name for k, v in signature.outputs.items()},
+                          {signature.inputs["text"].name: SOURCES})
+    _assert_same(expected, list(zip([t.decode() for t in out["translations"]],
+                                    out["scores"].tolist())), 1e-4)
     targets = [t.text for t in pair.translate(SOURCES)]
     assert [s.log_prob for s in exported.score(SOURCES, targets)] == pytest.approx(
         [s.log_prob for s in pair.score(SOURCES, targets)], abs=1e-4)

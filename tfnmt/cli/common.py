@@ -70,13 +70,11 @@ def splits(data, spec):
 def members(where):
     """([model directory], [checkpoint]) of `where` (ModelDirOptions): several of either,
     comma-separated, are an ensemble (serving/backends.py from_checkpoint pairs them)."""
-    return (where.model_dir.split(",") if where.model_dir else where.model_dir,
-            where.checkpoint.split(","))
+    return where.model_dir.split(",") if where.model_dir else [], where.checkpoint.split(",")
 
 
 def is_ensemble(where):
-    model_dirs, checkpoints = members(where)
-    return len(model_dirs or ()) > 1 or len(checkpoints) > 1
+    return any(len(names) > 1 for names in members(where))
 
 
 def load_translator(where, decoding):

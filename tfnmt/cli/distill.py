@@ -91,7 +91,7 @@ def run():
     spec = common.data_spec(data, config)
     train_split, valid_split, test_split = common.splits(data, spec)
     # Several: an ensemble teacher.
-    teacher_dirs = [os.path.abspath(d) for d in (common.members(source.where)[0] or [])]
+    teacher_dirs = [os.path.abspath(d) for d in common.members(source.where)[0]]
     if os.path.abspath(out) in teacher_dirs:
         raise ConfigError("--output_dir must differ from the teacher's --model_dir")
     os.makedirs(out, exist_ok=True)

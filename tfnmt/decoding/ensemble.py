@@ -55,8 +55,8 @@ class Ensemble:
         return tuple(model.encode(source, training=training) for model in self.models)
 
     def decode(self, memory, target_in, training=False):
-        return _mean([model.decode(part, target_in, training=training)
-                      for model, part in zip(self.models, memory)])
+        return _mean_log_probs([model.decode(part, target_in, training=training)
+                                for model, part in zip(self.models, memory)])
 
     def decoding_memory(self, memory):
         # Each member's SHARED entry moves to the ensemble's own, which the searches neither
@@ -76,7 +76,7 @@ class Ensemble:
     def step(self, ids, time, state, memory):
         outputs = [model.step(ids, time, member_state, part)
                    for model, member_state, part in zip(self.models, state, _members(memory))]
-        return _mean([logits for logits, _ in outputs]), tuple(s for _, s in outputs)
+        return _mean_log_probs([logits for logits, _ in outputs]), tuple(s for _, s in outputs)
 
 
 def _members(memory):
@@ -85,6 +85,7 @@ def _members(memory):
     return [with_shared(part, entry) for part, entry in zip(rows[MEMBERS], shared)]
 
 
-def _mean(logits):
+def _mean_log_probs(logits):
+    """The mean of the log_softmax of each of `logits` (a list of float [..., V])."""
     return tf.reduce_mean(tf.stack([tf.nn.log_softmax(tf.cast(x, tf.float32), axis=-1)
                                     for x in logits]), axis=0)

@@ -47,6 +47,8 @@ def _paired(model_dirs, checkpoints):
     """[(model directory, checkpoint)] of the two (each a str or a list)."""
     model_dirs = [model_dirs] if isinstance(model_dirs, str) else list(model_dirs)
     checkpoints = [checkpoints] if isinstance(checkpoints, str) else list(checkpoints)
+    if not model_dirs:
+        raise ConfigError("--model_dir is required")
     if len(model_dirs) == 1:
         model_dirs *= len(checkpoints)
     if len(checkpoints) == 1:
