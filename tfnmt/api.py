@@ -97,11 +97,16 @@ class Translator:
         latest; "best": the best by validation; or a checkpoint's path), decoded with the
         DecodingOptions fields given as keywords: beam_size, length_penalty,
         length_penalty_mode, n_best, alignments, max_decode_length, no_repeat_ngram_size,
-        sampling, ... (`tfnmt translate --help` describes each under its flag name)."""
+        sampling, ... (`tfnmt translate --help` describes each under its flag name).
+
+        A list of paths, or of checkpoints, is an ensemble of those models (one path or
+        checkpoint goes with each of the other list's), decoded as one: the mean of their
+        log-probabilities at each step. Its members share their vocabularies."""
         from tfnmt.serving import backends
         options = _decoding_options("from_model_dir", decoding)
         config, backend = backends.from_checkpoint(path, checkpoint or "", options)
-        return cls(backend, config, options, where=path)
+        return cls(backend, config, options,
+                   where=path if isinstance(path, str) else ",".join(path))
 
     @classmethod
     @_quiet

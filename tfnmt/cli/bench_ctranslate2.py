@@ -70,6 +70,9 @@ def _checkpoint_weights(source):
     from tfnmt.exporters.ctranslate2 import check_model
     model_dir = source.where.model_dir
     common.require(model_dir=model_dir)
+    if common.is_ensemble(source.where):
+        raise ConfigError("--compare_ctranslate2: not for an ensemble (several --model_dir or "
+                          "--checkpoint): CTranslate2 converts one model")
     check_model(read_config(model_dir)["model"])
     config, translator = common.load_translator(source.where, source.decoding)
     return (config, translator.model, *load_vocabs(model_dir), translator.options)

@@ -67,11 +67,21 @@ def splits(data, spec):
     return (data.train_split or train, data.valid_split or valid, data.test_split or test)
 
 
+def members(where):
+    """([model directory], [checkpoint]) of `where` (ModelDirOptions): several of either,
+    comma-separated, are an ensemble (serving/backends.py from_checkpoint pairs them)."""
+    return where.model_dir.split(",") if where.model_dir else [], where.checkpoint.split(",")
+
+
+def is_ensemble(where):
+    return any(len(names) > 1 for names in members(where))
+
+
 def load_translator(where, decoding):
-    """(config, Translator) from `where` (ModelDirOptions): its --model_dir's --checkpoint,
-    decoded with `decoding` (DecodingOptions)."""
+    """(config, Translator) from `where` (ModelDirOptions): its --model_dir's --checkpoint
+    (several: an ensemble), decoded with `decoding` (DecodingOptions)."""
     require(model_dir=where.model_dir)
-    return backends.from_checkpoint(where.model_dir, where.checkpoint, decoding)
+    return backends.from_checkpoint(*members(where), decoding)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +104,7 @@ def translator_source():
 
 def open_translator(source):
     """(config or None, backend) of a TranslatorSource."""
-    return backends.open_backend(model_dir=source.where.model_dir,
-                                 checkpoint=source.where.checkpoint, options=source.decoding,
+    model_dirs, checkpoints = members(source.where)
+    return backends.open_backend(model_dir=model_dirs, checkpoint=checkpoints,
+                                 options=source.decoding,
                                  export=source.export, client=source.client)

@@ -90,8 +90,9 @@ def run():
     config, translator = common.open_translator(source)
     spec = common.data_spec(data, config)
     train_split, valid_split, test_split = common.splits(data, spec)
-    teacher_dir = source.where.model_dir
-    if teacher_dir and os.path.abspath(out) == os.path.abspath(teacher_dir):
+    # Several: an ensemble teacher.
+    teacher_dirs = [os.path.abspath(d) for d in common.members(source.where)[0]]
+    if os.path.abspath(out) in teacher_dirs:
         raise ConfigError("--output_dir must differ from the teacher's --model_dir")
     os.makedirs(out, exist_ok=True)
     src, tgt = spec.source_lang, spec.target_lang
@@ -99,7 +100,7 @@ def run():
     if not train_sources:
         raise DataError(f"{spec.source} has no {train_split} sentences to translate")
     saved_model = source.export.saved_model
-    settings = {"teacher": saved_model or os.path.abspath(teacher_dir),
+    settings = {"teacher": saved_model or ",".join(teacher_dirs),
                 "checkpoint": "" if saved_model else source.where.checkpoint,
                 "signature": source.export.signature if saved_model else "",
                 "beam_size": translator.beam_size, "data": spec.source, "source_lang": src,

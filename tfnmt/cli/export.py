@@ -41,6 +41,9 @@ def run():
     common.check_output_dir(export.export_dir, "export_dir")
     decoding = read(DecodingOptions)
     check(export, decoding)
+    if export.format != "saved_model" and common.is_ensemble(where):
+        raise ConfigError(f"--format={export.format}: not for an ensemble (several --model_dir "
+                          "or --checkpoint); its one export is a SavedModel")
     if export.format == "ctranslate2":
         return _ctranslate2(where, export, decoding)
     config, translator = common.load_translator(where, decoding)

@@ -10,8 +10,13 @@ from tfnmt.training import distribution
 
 @dataclasses.dataclass(frozen=True)
 class ModelDirOptions:
-    model_dir: str = option(None, "Directory of the model: config, vocabulary, checkpoints.")
-    checkpoint: str = option("", "Checkpoint to use: '' (latest), 'best' or a path.")
+    model_dir: str = option(
+        None, "Directory of the model: config, vocabulary, checkpoints. To translate, evaluate, "
+        "score or export (a SavedModel): several, comma-separated, decode as one ensemble "
+        "(docs/decoding.md: Ensembles).")
+    checkpoint: str = option(
+        "", "Checkpoint to use: '' (latest), 'best' or a path; several, comma-separated, for an "
+        "ensemble: one for each --model_dir, or all of one --model_dir.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -100,6 +100,14 @@ def next_log_probs(model, ids, time, state, memory, limit, no_repeat_ngram_size,
     return step_log_probs(model, last, time, state, memory, limit, min_length, ban, prefix)
 
 
+def log_probs_of(model, logits):
+    """float32 log-probabilities of what a model's `step` or `decode` gives: the log_softmax of
+    its logits, or them as they are from a model that gives log-probabilities itself
+    (`gives_log_probs`: an ensemble's mean, ensemble.py, which a softmax would renormalise)."""
+    logits = tf.cast(logits, tf.float32)
+    return logits if getattr(model, "gives_log_probs", False) else tf.nn.log_softmax(logits, -1)
+
+
 def step_log_probs(model, last, time, state, memory, limit, min_length, ban=None, prefix=None):
     """(log p(next token) float32 [N, V], the model's new state) after the tokens `last` [N].
     At NEG_INF: pad and bos; what `ban(V)` (bool [N, V]) marks; at its length limit `limit`
@@ -108,7 +116,7 @@ def step_log_probs(model, last, time, state, memory, limit, min_length, ban=None
     after it) lasts, every token but the one it forces, which keeps its log-probability: a
     hypothesis's score counts its prefix."""
     logits, state = model.step(last, time, state, memory)
-    raw = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [N, V]
+    raw = log_probs_of(model, logits)  # [N, V]
     log_probs = raw
     vocab = tf.shape(log_probs)[1]
     banned = tf.one_hot(PAD_ID, vocab, NEG_INF, 0.0) + tf.one_hot(BOS_ID, vocab, NEG_INF, 0.0)

@@ -13,7 +13,7 @@ from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from tfnmt.decoding import chunking, searches
 from tfnmt.decoding.alignments import aligned
 from tfnmt.decoding.backend import Backend
-from tfnmt.decoding.beam_search import length_penalty
+from tfnmt.decoding.beam_search import length_penalty, log_probs_of
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.results import Translation
 from tfnmt.errors import ConfigError, DataError
@@ -245,7 +245,7 @@ class Translator(tf.Module, Backend):
         labels = tf.concat([pieces, column(EOS_ID)], axis=1).to_tensor(default_value=PAD_ID)
         memory = self.model.encode(source, training=False)
         logits = self.model.decode(memory, target_in, training=False)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        log_probs = log_probs_of(self.model, logits)
         real = tf.not_equal(labels, PAD_ID)
         token_log_probs = tf.where(real, tf.gather(log_probs, labels, batch_dims=2), 0.0)
         log_prob = tf.reduce_sum(token_log_probs, axis=1)

@@ -4,6 +4,7 @@ It sits at the serving layer because it opens every kind: checkpoints (training/
 (exporters/) and served models (serving/client.py)."""
 
 import os
+from typing import Any, NamedTuple
 
 from absl import logging
 
@@ -13,19 +14,67 @@ from tfnmt.serving.options import ClientOptions, ExportedModelOptions
 
 
 def from_checkpoint(model_dir, checkpoint="", options=DecodingOptions()):
-    """(config, Translator) of `model_dir`'s `checkpoint` ('' latest, 'best' or a path)."""
+    """(config, Translator) of `model_dir`'s `checkpoint` ('' latest, 'best' or a path).
+
+    Several model directories or checkpoints (lists, paired in order; a list of one is paired
+    with each of the other's) are decoded as one ensemble (decoding/ensemble.py), whose config
+    names its members."""
     import keras
 
-    from tfnmt import model_dir as model_dir_lib
+    from tfnmt.decoding.ensemble import Ensemble
     from tfnmt.decoding.translator import Translator
-    from tfnmt.training import checkpoints
     # Translation runs in float32 whatever precision trained the (float32) weights, so that
     # in-process and exported translations agree.
     keras.mixed_precision.set_global_policy("float32")
+    members = [_restored(path, which) for path, which in _paired(model_dir, checkpoint)]
+    first = members[0]
+    if len(members) == 1:
+        return first.config, Translator(first.model, first.source_vocab, first.target_vocab,
+                                        options)
+    for other in members[1:]:
+        if (other.source_vocab.proto, other.target_vocab.proto) != (
+                first.source_vocab.proto, first.target_vocab.proto):
+            raise ConfigError(f"{other.record['model_dir']}: its vocabularies differ from those "
+                              f"of {first.record['model_dir']}; the members of an ensemble "
+                              "share one source and one target vocabulary")
+    ensemble = Ensemble([member.model for member in members])
+    config = {"model": ensemble.registry_name, "data": first.config.get("data"),
+              "members": [member.record for member in members]}
+    return config, Translator(ensemble, first.source_vocab, first.target_vocab, options)
+
+
+def _paired(model_dirs, checkpoints):
+    """[(model directory, checkpoint)] of the two (each a str or a list)."""
+    model_dirs = [model_dirs] if isinstance(model_dirs, str) else list(model_dirs)
+    checkpoints = [checkpoints] if isinstance(checkpoints, str) else list(checkpoints)
+    if not model_dirs:
+        raise ConfigError("--model_dir is required")
+    if len(model_dirs) == 1:
+        model_dirs *= len(checkpoints)
+    if len(checkpoints) == 1:
+        checkpoints *= len(model_dirs)
+    if len(model_dirs) != len(checkpoints):
+        raise ConfigError(f"--checkpoint: {len(checkpoints)} checkpoints for {len(model_dirs)} "
+                          "model directories; give one for all or one for each")
+    return [(path, which or "") for path, which in zip(model_dirs, checkpoints)]
+
+
+class _Member(NamedTuple):
+    config: dict
+    model: Any
+    source_vocab: Any
+    target_vocab: Any
+    record: dict  # what an ensemble's config says of it: model_dir, checkpoint, config
+
+
+def _restored(model_dir, checkpoint):
+    from tfnmt import model_dir as model_dir_lib
+    from tfnmt.training import checkpoints
     config, model, source_vocab, target_vocab = model_dir_lib.load(model_dir)
     path = checkpoints.restore(model, model_dir, checkpoint)
     logging.info("restored %s", path)
-    return config, Translator(model, source_vocab, target_vocab, options)
+    return _Member(config, model, source_vocab, target_vocab,
+                   {"model_dir": model_dir, "checkpoint": path, "config": config})
 
 
 def from_export(path, signature):
@@ -52,7 +101,8 @@ def from_server(client):
 def open_backend(*, model_dir="", checkpoint="", options=None,
                  export=ExportedModelOptions(), client=ClientOptions()):
     """(config or None, backend): `client.server` if given, else `export.saved_model`, else
-    `model_dir`'s `checkpoint` ('' latest) decoded with `options` (DecodingOptions)."""
+    `model_dir`'s `checkpoint` ('' latest; lists of either: an ensemble, `from_checkpoint`)
+    decoded with `options` (DecodingOptions)."""
     if client.server:
         if export.saved_model or model_dir:
             raise ConfigError("--server translates with a served model: drop --saved_model/--model_dir")
