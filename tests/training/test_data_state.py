@@ -91,6 +91,11 @@ def test_a_resumed_run_trains_the_batches_of_an_uninterrupted_one_without_remaki
     assert run_cli("train", *flags(tmp_path / "split", 10)) == 0
     # Each run made its stream once, from the start: the second restored its iterator.
     assert made == [(0, -1), (0, -1)]
+    # The stream is in the checkpoints training resumes from, not in the best ones (decoded).
+    names = lambda path: {key.split("/", 1)[0] for key, _ in tf.train.list_variables(path)}
+    assert "data" in names(checkpoints.resolve(str(tmp_path / "split")))
+    best = checkpoints.list_checkpoints(str(tmp_path / "split"), "best")
+    assert best and all("data" not in names(path) and "model" in names(path) for path in best)
     whole, split = (dict(events(str(tmp_path / name), "train/loss")) for name in ("whole", "split"))
     assert sorted(split) == list(range(1, 11))
     np.testing.assert_allclose([split[s] for s in (9, 10)], [whole[s] for s in (9, 10)], rtol=1e-5)

@@ -279,14 +279,15 @@ class Checkpoints:
         if not any(e is entry for e in entries[: self.keep_best]):
             return False
         if not self.chief:
-            self._in_scratch(lambda scratch: self.checkpoint.write(os.path.join(scratch, f"ckpt-{step}")))
+            self._in_scratch(lambda scratch: self._restorable.write(os.path.join(scratch, f"ckpt-{step}")))
             entry["path"] = f"ckpt-{step}"
             self._best = entries[: self.keep_best]
             return True
         prefix = os.path.join(self.best_dir, f"ckpt-{step}")
         try:
             os.makedirs(self.best_dir, exist_ok=True)
-            entry["path"] = os.path.basename(self.checkpoint.write(prefix))
+            # Without the training stream: a best checkpoint is decoded, never resumed from.
+            entry["path"] = os.path.basename(self._restorable.write(prefix))
             _write_json(os.path.join(self.best_dir, _BEST_INDEX), entries[: self.keep_best])
         except write_errors() as e:
             self._discard_failed_write(prefix, [os.path.join(self.best_dir, kept["path"])
