@@ -35,8 +35,9 @@ def _full_disk(path="ckpt"):
 def _restorable(path):
     """Reads every tensor of a checkpoint; returns its optimizer step."""
     reader = tf.train.load_checkpoint(path)
-    for key in reader.get_variable_to_shape_map():
-        reader.get_tensor(key)
+    for key, dtype in reader.get_variable_to_dtype_map().items():
+        if dtype != tf.variant:  # the training stream's state: tf.data reads it
+            reader.get_tensor(key)
     return int(reader.get_tensor("optimizer/iteration/.ATTRIBUTES/VARIABLE_VALUE"))
 
 

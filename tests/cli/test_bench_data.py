@@ -37,8 +37,9 @@ def test_the_data_bench_counts_an_epoch_and_resumes_at_its_batch(tmp_path):
     target_vocab = vocab.load_vocabs(str(model_dir))[1]
     assert result["epoch_sentences"] == 300
     assert result["epoch_target_tokens"] == sum(len(target_vocab.encode(t)) + 1 for t in good)
-    # Resumed after half the epoch's batches: the next batch's position is the one after.
+    # Resumed from the state saved after half the epoch's batches: the next batch's position
+    # is the one after.
     after = int(0.5 * result["epoch_batches"]) - 1
     assert result["epoch_batches"] > 4 and result["resumed_after_batch"] == after
     assert result["resumed_position"] == [0, after + 1]
-    assert result["peak_rss_mb"] > 0 and result["target_tokens_per_second"] > 0
+    assert result["state_bytes"] > 0 and result["peak_rss_mb"] > 0

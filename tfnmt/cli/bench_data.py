@@ -9,15 +9,21 @@ Measured, in this order, in one process:
                             length limits, the shuffle buffer's fill and the first tokenization
   target_tokens_per_second  one whole epoch of batches (epoch 0), tokenized, filtered,
                             bucketed, over its wall time; with its batches and sentences
-  resume_seconds            from nothing to the first batch of a stream resumed after batch
-                            --bench_resume_at x (batches of an epoch), as `train` resumes
-  peak_rss_mb               the process's peak memory over the three pipeline measurements
+  remake_seconds            from nothing to batch --bench_resume_at x (an epoch's batches):
+                            what re-making them costs a resume without the stream's state
+  resume_seconds            from nothing to the next batch, the stream restored from its state
+                            saved there (training/stream_state.py), as `train` resumes; with
+                            the state's size and its save time
+  peak_rss_mb               the process's peak memory over the pipeline measurements
                             (the vocabulary's peak is cleared first, where Linux allows)
 A model's source window (conv_encoder) would lower the source length limit; the bench uses the
 flags' limits as they are.
 """
 
+import glob
+import os
 import resource
+import tempfile
 import time
 
 from tfnmt.cli import common
@@ -25,7 +31,9 @@ from tfnmt.cli.flags import read, read_fields
 from tfnmt.cli.options import ModelDirOptions
 from tfnmt.data import pipeline, vocab
 from tfnmt.data.options import DataOptions, VocabOptions
-from tfnmt.errors import DataError
+from tfnmt.errors import DataError, UserError
+from tfnmt.training.checkpoints import Checkpoints
+from tfnmt.training.stream_state import SavedStream
 from tfnmt.training.options import TrainOptions
 
 BATCHING = ("batch_tokens", "batch_size", "max_source_length", "max_target_length")
@@ -102,12 +110,32 @@ def bench_data(bench):
                   epoch_seconds=round(seconds, 2),
                   target_tokens_per_second=round(tokens / seconds, 1))
 
-    after = max(int(bench.bench_resume_at * batches) - 1, -1)
+    # A run stopped after `after + 1` batches: making them again is what resuming cost before
+    # the stream's state was saved (and still costs without it); restoring that state is what
+    # `train` does now.
+    after = max(int(bench.bench_resume_at * batches) - 1, 0)
     start = time.perf_counter()
-    stream = _training_stream(spec, split, data.train_limit, vocabs, (0, after), batching, options)
-    resumed = next(iter(stream))
-    result["resume_seconds"] = round(time.perf_counter() - start, 2)
+    saved = SavedStream(_training_stream(spec, split, data.train_limit, vocabs, (0, -1), batching,
+                                         options))
+    saved.start(0)
+    pulled = iter(saved.dataset())
+    for _ in range(after + 1):
+        next(pulled)
+    result["remake_seconds"] = round(time.perf_counter() - start, 2)
+    with tempfile.TemporaryDirectory() as directory:
+        start = time.perf_counter()
+        path = Checkpoints(directory, {}, stream=saved).save(after + 1)
+        result["state_save_seconds"] = round(time.perf_counter() - start, 2)
+        result["state_bytes"] = sum(os.path.getsize(name) for name in glob.glob(path + ".*"))
+        start = time.perf_counter()
+        resumed = SavedStream(_training_stream(spec, split, data.train_limit, vocabs, (0, -1),
+                                               batching, options))
+        if not Checkpoints(directory, {}, stream=resumed).restore_latest():
+            raise UserError("the saved training stream could not be restored")
+        resumed.start(after + 1)
+        features, _ = next(iter(resumed.dataset()))
+        result["resume_seconds"] = round(time.perf_counter() - start, 2)
     result["resumed_after_batch"] = after
-    result["resumed_position"] = [int(v) for v in resumed[0]["position"].numpy()]
+    result["resumed_position"] = [int(v) for v in features["position"].numpy()]
     result["peak_rss_mb"] = _peak_rss_mb()
     return result

@@ -161,7 +161,12 @@ def training_stream(pairs, source_vocab, target_vocab, *, start_epoch=0, skip_ba
     stream = tf.data.Dataset.range(start_epoch, 1 << 62).flat_map(epoch_dataset)
     if data_service:
         stream = stream.apply(served(data_service, job_name))
-    return stream.apply(group(accumulate_steps)).prefetch(tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    # An iterator of the stream is saved in checkpoints (training/trainer.py); the one state it
+    # cannot hold, the tokenizers' SentencePiece models, is the vocabulary's, made again.
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return (stream.apply(group(accumulate_steps)).prefetch(tf.data.AUTOTUNE)
+            .with_options(options))
 
 
 def served(address, job_name):

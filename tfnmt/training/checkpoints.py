@@ -79,6 +79,16 @@ def _optimizer_variables(optimizer):
                 **{f"loss_scale/{k}": v for k, v in _by_path(own, drop_prefix=True).items()})
 
 
+# A training checkpoint's entry for the training stream's iterator (its position, shuffle and
+# bucket buffers): absent from checkpoints written before it, or with several input pipelines.
+DATA_STATE = "data"
+
+
+def _has_entry(path, name):
+    """Whether the checkpoint at `path` holds the object `name` (a top-level entry)."""
+    return any(key.split("/", 1)[0] == name for key, _ in tf.train.list_variables(path))
+
+
 def trackables(model, optimizer=None, **extra):
     """What a checkpoint holds: model weights, optimizer state, data position, extras."""
     objects = {"model": _by_path(model.weights), "data_position": model.data_position}
@@ -105,11 +115,17 @@ class Checkpoints:
     chief's index, so they are taken exactly as the chief takes them."""
 
     def __init__(self, model_dir, objects, keep_last=5, keep_best=5, best_metric="loss", chief=True,
-                 optional=()):
+                 optional=(), stream=None):
         """optional: names of `objects` that older checkpoints may lack (state of a feature
-        turned on when resuming); they keep their initial values then."""
+        turned on when resuming); they keep their initial values then. stream: the training
+        stream (training/stream_state.py SavedStream), saved too."""
         self.model_dir = model_dir
-        self.checkpoint = tf.train.Checkpoint(**objects)
+        self._stream = stream
+        self.checkpoint = tf.train.Checkpoint(**objects, **(stream.trackables() if stream else {}))
+        # The stream's state is restored on its own (`_restore_stream`): a state that does not
+        # fit this run's pipeline is no reason to doubt the checkpoint.
+        self._restorable = tf.train.Checkpoint(**objects)
+        self.restored_stream = False  # whether restore_latest restored the stream's state
         self._without_optional = (tf.train.Checkpoint(**{k: v for k, v in objects.items()
                                                          if k not in optional})
                                   if optional else None)
@@ -148,6 +164,8 @@ class Checkpoints:
         self.last = self._manager()  # it reads the state file: the dropped ones are forgotten
 
     def save(self, step):
+        if self._stream is not None:
+            self._stream.prepare(step)
         if not self.chief:
             # The same calls as the chief's: a first save creates the checkpoint's save counter,
             # a variable, and creating one is a collective operation.
@@ -184,11 +202,12 @@ class Checkpoints:
         """Restores the newest readable checkpoint; returns its path or None for a fresh run.
         Newer, damaged ones are set aside (the chief's job; the other workers only warn)."""
         paths = list(reversed(self.last.checkpoints))
-        for path, status in _readable(paths, self.checkpoint.restore, self.model_dir, "last",
+        for path, status in _readable(paths, self._restorable.restore, self.model_dir, "last",
                                       rename=self.chief):
             break
         else:
             return None
+        self.restored_stream = self._restore_stream(path)
         if path != paths[0] and self.chief:
             # A manager keeps its own list, which its next save would write back.
             self.last = self._manager()
@@ -205,6 +224,22 @@ class Checkpoints:
                     f"({str(e).split('.')[0]}); changing the architecture or --optimizer needs "
                     "a new --model_dir") from None
         return path
+
+    def _restore_stream(self, path):
+        """Restores the training stream from `path`; False if it holds no such state or one
+        that does not fit this run's pipeline (another --batch_tokens, --accumulate_steps,
+        ...): the stream then skips to the data position instead."""
+        if self._stream is None or not _has_entry(path, DATA_STATE):
+            return False
+        try:
+            tf.train.Checkpoint(**self._stream.trackables()).read(path).expect_partial()
+            self._stream.restored()
+        except (tf.errors.OpError, ValueError) as e:
+            logging.warning("%s: the training stream's saved state does not fit this run's "
+                            "input pipeline (%s); re-making the batches up to its position "
+                            "instead", path, str(e).splitlines()[0][:200])
+            return False
+        return True
 
     def _restores_without_optional(self, path):
         if self._without_optional is None:
@@ -244,14 +279,15 @@ class Checkpoints:
         if not any(e is entry for e in entries[: self.keep_best]):
             return False
         if not self.chief:
-            self._in_scratch(lambda scratch: self.checkpoint.write(os.path.join(scratch, f"ckpt-{step}")))
+            self._in_scratch(lambda scratch: self._restorable.write(os.path.join(scratch, f"ckpt-{step}")))
             entry["path"] = f"ckpt-{step}"
             self._best = entries[: self.keep_best]
             return True
         prefix = os.path.join(self.best_dir, f"ckpt-{step}")
         try:
             os.makedirs(self.best_dir, exist_ok=True)
-            entry["path"] = os.path.basename(self.checkpoint.write(prefix))
+            # Without the training stream: a best checkpoint is decoded, never resumed from.
+            entry["path"] = os.path.basename(self._restorable.write(prefix))
             _write_json(os.path.join(self.best_dir, _BEST_INDEX), entries[: self.keep_best])
         except write_errors() as e:
             self._discard_failed_write(prefix, [os.path.join(self.best_dir, kept["path"])
@@ -370,8 +406,11 @@ def _unreadable(path):
     """Why the checkpoint at `path` cannot be read in full, or None if it can."""
     try:
         reader = tf.train.load_checkpoint(path)
-        for key in reader.get_variable_to_shape_map():
-            reader.get_tensor(key)
+        for key, dtype in reader.get_variable_to_dtype_map().items():
+            # Python cannot read a variant (the training stream's state): its restore checks
+            # it, and falls back to re-making the batches (`_restore_stream`).
+            if dtype != tf.variant:
+                reader.get_tensor(key)
     except _readable_errors() as e:
         return str(e).splitlines()[0]
     return None

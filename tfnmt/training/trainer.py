@@ -25,6 +25,7 @@ from tfnmt.data.vocab import vocab_paths
 from tfnmt.errors import CheckpointError, DataError
 from tfnmt.training import callbacks, distribution, step as training_step
 from tfnmt.training.checkpoints import Checkpoints, resolve_init_from, trackables, warm_start
+from tfnmt.training.stream_state import SavedStream
 from tfnmt.training.optimizers import make_optimizer
 
 
@@ -90,22 +91,32 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     if chief:
         model_dir_lib.write_config(model_dir, config)
     model = compiled_model(config, options)
-    source_vocab, target_vocab = load_vocabs(model_dir)
+    vocabs = load_vocabs(model_dir)
+    batching = training_batching(model, options)
+    # One input pipeline (no tf.distribute, no tf.data service): its state is saved in every
+    # checkpoint, so that a resumed run goes on at once where it stopped.
+    saved = (SavedStream(_training_stream(spec, splits[0], limits[0], vocabs, (0, -1), batching,
+                                          options))
+             if strategy is None and not data_service else None)
     checkpoints, lr_controller, early_stopping = _checkpointed_state(model, model_dir, options,
-                                                                     chief)
+                                                                     chief, saved)
     start = _resume(model, model_dir, checkpoints, early_stopping, options)
     if start is None:
         return []
     step, position = start
-    batching = training_batching(model, options)
-    stream = _training_stream(spec, splits[0], limits[0], (source_vocab, target_vocab), position,
-                              batching, options,
-                              (data_service, _job_name(model_dir, step) if data_service else ""))
+    if saved is not None and (step == 0 or checkpoints.restored_stream):
+        saved.start(step)
+        stream = saved.dataset()
+    else:
+        # Checkpoints written without the iterator's state (or several input pipelines): the
+        # stream skips to the position, re-making the batches before it.
+        stream = _training_stream(spec, splits[0], limits[0], vocabs, position, batching, options,
+                                  (data_service, _job_name(model_dir, step) if data_service else ""))
     stream = distribution.distribute(stream, strategy, served=bool(data_service))
     validator = None
     if splits[1]:
-        validator = _validator(model, spec, splits[1], limits[1], (source_vocab, target_vocab),
-                               batching, options, decode_options)
+        validator = _validator(model, spec, splits[1], limits[1], vocabs, batching, options,
+                               decode_options)
         validator = distribution.agreed(validator, strategy)
 
     writer = distribution.summary_writer(model_dir, strategy)
@@ -127,9 +138,9 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     return schedule.history
 
 
-def _checkpointed_state(model, model_dir, options, chief):
+def _checkpointed_state(model, model_dir, options, chief, stream=None):
     """(the run's Checkpoints, its NAG lr controller or None, its early stopping or None): the
-    last two keep state in the checkpoints."""
+    last two keep state in the checkpoints, and so does `stream` (SavedStream), if given."""
     lr_controller = (callbacks.ShrinkOnValidationRise(options.lr_shrink, options.lr_floor,
                                                       mode=options.lr_shrink_mode,
                                                       initial_learning_rate=options.learning_rate)
@@ -140,7 +151,7 @@ def _checkpointed_state(model, model_dir, options, chief):
     optional = early_stopping.variables() if early_stopping else {}
     checkpoints = Checkpoints(model_dir, trackables(model, model.optimizer, **extra, **optional),
                               options.keep_checkpoints, options.keep_best, options.best_metric,
-                              chief=chief, optional=tuple(optional))
+                              chief=chief, optional=tuple(optional), stream=stream)
     return checkpoints, lr_controller, early_stopping
 
 
@@ -193,12 +204,13 @@ def _training_stream(spec, split, limit, vocabs, position, batching, options, se
         raise DataError(f"no training pair of {spec.source} {split} is within "
                         f"--max_source_length={batching['max_source_length']} and "
                         f"--max_target_length={options.max_target_length} subwords")
-    return pipeline.training_stream(train_pairs, source_vocab, target_vocab,
+    stream = pipeline.training_stream(train_pairs, source_vocab, target_vocab,
                                     start_epoch=max(epoch, 0), skip_batches=index + 1,
                                     accumulate_steps=options.accumulate_steps,
                                     data_service=service[0], job_name=service[1],
                                     seed=options.seed, shuffle_buffer=options.shuffle_buffer,
                                     **batching)
+    return stream
 
 
 def _validator(model, spec, split, limit, vocabs, batching, options, decode_options):

@@ -1,0 +1,101 @@
+"""The training stream's iterator is saved in each checkpoint: a resumed run goes on with the
+next batch at once, the batches an uninterrupted run sees, without re-making the ones before."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import events, run_cli, tiny_train_flags, write_corpus
+from tfnmt.data import pipeline, sources, vocab
+from tfnmt.training import checkpoints, trainer
+from tfnmt.training.stream_state import SavedStream
+
+BATCHING = dict(batch_tokens=128, batch_size=0, max_source_length=50, max_target_length=50)
+
+
+@pytest.fixture(scope="module")
+def stream_parts(tmp_path_factory):
+    """(pairs, vocabulary) of a tiny corpus, and a directory."""
+    base = tmp_path_factory.mktemp("data_state")
+    corpus = write_corpus(str(base / "corpus"), splits=(("train", 400),))
+    spec = sources.DataSpec(f"text:{corpus}", "en", "de")
+    vocab.train_sentencepiece(sources.sentences(spec, "train"), str(base / "spm.model"),
+                              vocab_size=60, model_type="word")
+    return sources.pairs(spec, "train"), vocab.Vocab.from_file(str(base / "spm.model"))
+
+
+def _stream(parts, accumulate_steps=1):
+    pairs, v = parts
+    # A shuffle buffer smaller than the corpus: its contents are part of the state.
+    return pipeline.training_stream(pairs, v, v, seed=3, shuffle_buffer=150,
+                                    accumulate_steps=accumulate_steps, **BATCHING)
+
+
+def _flat(batch):
+    features, labels = batch
+    return [features["position"].numpy(), features["source"].numpy(),
+            features["target_in"].numpy(), labels.numpy()]
+
+
+def test_a_saved_stream_goes_on_with_the_batches_of_an_uninterrupted_one(stream_parts, tmp_path):
+    uninterrupted = iter(_stream(stream_parts))
+    expected = [_flat(next(uninterrupted)) for _ in range(120)]  # over an epoch's end
+    saved = SavedStream(_stream(stream_parts))
+    saved.start(0)
+    pulled = iter(saved.dataset())
+    for _ in range(50):  # fit pulls ahead: 47 trained, 3 more pulled
+        next(pulled)
+    checkpoints.Checkpoints(str(tmp_path), {"step": tf.Variable(47)}, stream=saved).save(47)
+    resumed = SavedStream(_stream(stream_parts))
+    restoring = checkpoints.Checkpoints(str(tmp_path), {"step": tf.Variable(0)}, stream=resumed)
+    assert restoring.restore_latest().endswith("ckpt-47") and restoring.restored_stream
+    resumed.start(47)
+    batches = iter(resumed.dataset())
+    for want in expected[47:]:
+        for got, value in zip(_flat(next(batches)), want):
+            np.testing.assert_array_equal(got, value)
+
+
+def test_a_checkpoint_without_the_streams_state_or_with_another_pipelines_is_kept(
+        stream_parts, tmp_path, caplog):
+    # Written before the state was saved: restored, without it.
+    checkpoints.Checkpoints(str(tmp_path / "old"), {"step": tf.Variable(5)}).save(5)
+    restoring = checkpoints.Checkpoints(str(tmp_path / "old"), {"step": tf.Variable(0)},
+                                        stream=SavedStream(_stream(stream_parts)))
+    assert restoring.restore_latest().endswith("ckpt-5") and not restoring.restored_stream
+    # The state of another pipeline (batches grouped for accumulation): a warning, the
+    # checkpoint restored and kept, not set aside as damaged.
+    saved = SavedStream(_stream(stream_parts))
+    saved.start(0)
+    next(iter(saved.dataset()))
+    checkpoints.Checkpoints(str(tmp_path / "other"), {"step": tf.Variable(1)},
+                            stream=saved).save(1)
+    restoring = checkpoints.Checkpoints(str(tmp_path / "other"), {"step": tf.Variable(0)},
+                                        stream=SavedStream(_stream(stream_parts, 2)))
+    assert restoring.restore_latest().endswith("ckpt-1") and not restoring.restored_stream
+    assert "does not fit this run's input pipeline" in caplog.text
+    assert checkpoints.list_checkpoints(str(tmp_path / "other"))[0].endswith("ckpt-1")
+
+
+def test_a_resumed_run_trains_the_batches_of_an_uninterrupted_one_without_remaking_any(
+        corpus, tmp_path, monkeypatch):
+    def flags(model_dir, steps):
+        return [*tiny_train_flags(corpus, str(model_dir), steps=steps), "--log_every=1",
+                "--save_every=4", "--validate_every=1000", "--bleu_sentences=0"]
+    assert run_cli("train", *flags(tmp_path / "whole", 10)) == 0
+    made = []
+    real = trainer._training_stream
+    monkeypatch.setattr(trainer, "_training_stream",
+                        lambda *args, **kwargs: made.append(args[4]) or real(*args, **kwargs))
+    assert run_cli("train", *flags(tmp_path / "split", 8)) == 0
+    assert run_cli("train", *flags(tmp_path / "split", 10)) == 0
+    # Each run made its stream once, from the start: the second restored its iterator.
+    assert made == [(0, -1), (0, -1)]
+    # The stream is in the checkpoints training resumes from, not in the best ones (decoded).
+    names = lambda path: {key.split("/", 1)[0] for key, _ in tf.train.list_variables(path)}
+    assert "data" in names(checkpoints.resolve(str(tmp_path / "split")))
+    best = checkpoints.list_checkpoints(str(tmp_path / "split"), "best")
+    assert best and all("data" not in names(path) and "model" in names(path) for path in best)
+    whole, split = (dict(events(str(tmp_path / name), "train/loss")) for name in ("whole", "split"))
+    assert sorted(split) == list(range(1, 11))
+    np.testing.assert_allclose([split[s] for s in (9, 10)], [whole[s] for s in (9, 10)], rtol=1e-5)
