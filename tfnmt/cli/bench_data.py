@@ -110,13 +110,22 @@ def bench_data(bench):
                   epoch_seconds=round(seconds, 2),
                   target_tokens_per_second=round(tokens / seconds, 1))
 
+    result.update(_resume(bench.bench_resume_at, batches, lambda: SavedStream(_training_stream(
+        spec, split, data.train_limit, vocabs, (0, -1), batching, options))))
+    result["peak_rss_mb"] = _peak_rss_mb()
+    return result
+
+
+def _resume(share, batches, new_stream):
+    """The resume figures after `share` of an epoch of `batches` batches; `new_stream()` makes
+    the training stream (a SavedStream) from the start."""
     # A run stopped after `after + 1` batches: making them again is what resuming cost before
     # the stream's state was saved (and still costs without it); restoring that state is what
     # `train` does now.
-    after = max(int(bench.bench_resume_at * batches) - 1, 0)
+    result = {}
+    after = max(int(share * batches) - 1, 0)
     start = time.perf_counter()
-    saved = SavedStream(_training_stream(spec, split, data.train_limit, vocabs, (0, -1), batching,
-                                         options))
+    saved = new_stream()
     saved.start(0)
     pulled = iter(saved.dataset())
     for _ in range(after + 1):
@@ -128,8 +137,7 @@ def bench_data(bench):
         result["state_save_seconds"] = round(time.perf_counter() - start, 2)
         result["state_bytes"] = sum(os.path.getsize(name) for name in glob.glob(path + ".*"))
         start = time.perf_counter()
-        resumed = SavedStream(_training_stream(spec, split, data.train_limit, vocabs, (0, -1),
-                                               batching, options))
+        resumed = new_stream()
         if not Checkpoints(directory, {}, stream=resumed).restore_latest():
             raise UserError("the saved training stream could not be restored")
         resumed.start(after + 1)
@@ -137,5 +145,4 @@ def bench_data(bench):
         result["resume_seconds"] = round(time.perf_counter() - start, 2)
     result["resumed_after_batch"] = after
     result["resumed_position"] = [int(v) for v in features["position"].numpy()]
-    result["peak_rss_mb"] = _peak_rss_mb()
     return result
