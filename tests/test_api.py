@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from tfnmt import Score, Translation, Translator, UnsupportedError
-from tfnmt.errors import ConfigError
+from tfnmt.errors import ConfigError, UserError
 from tfnmt.serving import server as server_lib
 
 SOURCES = ["the red dog sees a bird", "a cat", "the old man runs", "big house", "",
@@ -206,7 +206,12 @@ def test_an_export_with_the_score_signature_scores_as_its_model_directory(checkp
         exported.translate(["a cat"], target_prefix=["Katze"])
 
 
-def test_a_served_model_translates_as_its_model_directory(checkpoint, export_dir, tmp_path):
+def test_a_served_model_translates_and_scores_as_its_model_directory(checkpoint, trained_model,
+                                                                     export_dir, tmp_path):
+    # Beside `tiny`, an export with the `score` signature.
+    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={export_dir}",
+                   "--export_name=scoring", "--score",
+                   *(f"--{k}={v}" for k, v in DECODING.items())) == 0
     process, url = server_lib.spawn([f"--export_dir={export_dir}", "--rest_api_port=0"],
                                     env=dict(os.environ, PYTHONPATH=REPO),
                                     log_path=str(tmp_path / "serve.log"))
@@ -226,7 +231,16 @@ def test_a_served_model_translates_as_its_model_directory(checkpoint, export_dir
         assert theirs[1] == pytest.approx(mine[1], abs=1e-4)
         with pytest.raises(UnsupportedError, match="gives no alignments"):
             served.translate(["a cat"], alignments=True)
-        with pytest.raises(UnsupportedError, match="a served model, which gives translations"):
+        sources = [s for s in SOURCES if s]
+        targets = ["Katze Katze Hund"] + [t.text for t in checkpoint.translate(sources[1:],
+                                                                               n_best=1)]
+        mine = checkpoint.score(sources, targets)
+        theirs = Translator.from_server(url, model_name="scoring").score(sources, targets)
+        assert [s.tokens for s in theirs] == [s.tokens for s in mine]
+        for field in ("log_prob", "normalized"):
+            assert [getattr(s, field) for s in theirs] == pytest.approx(
+                [getattr(s, field) for s in mine], abs=1e-4)
+        with pytest.raises(UserError, match="score"):  # `tiny` has no score signature
             served.score(["a cat"], ["Katze"])
     finally:
         server_lib.stop(process)

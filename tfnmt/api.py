@@ -23,13 +23,11 @@ import logging
 import os
 
 from tfnmt import native_logs
-from tfnmt.decoding.options import DecodingOptions
+from tfnmt.decoding.options import DECODE_BATCH_SIZE, DecodingOptions
 from tfnmt.decoding.results import Score, Translation
 from tfnmt.errors import ConfigError
 
 __all__ = ["Translator", "Translation", "Score", "UnsupportedError"]
-
-DEFAULT_BATCH_SIZE = 32
 
 
 class UnsupportedError(ConfigError, NotImplementedError):
@@ -136,7 +134,7 @@ class Translator:
 
     # --- translating --------------------------------------------------------------------------
     @_quiet
-    def translate(self, sources, n_best=None, alignments=None, batch_size=DEFAULT_BATCH_SIZE,
+    def translate(self, sources, n_best=None, alignments=None, batch_size=DECODE_BATCH_SIZE,
                   target_prefix=None):
         """Translations of `sources` (a list of str), in their order: one `Translation` per
         source or, with `n_best` N > 1, a list of its N best, best first.
@@ -159,7 +157,7 @@ class Translator:
             key=lambda pair: pair[0])]
 
     def translations(self, sources, n_best=None, alignments=None,
-                     batch_size=DEFAULT_BATCH_SIZE, window=0, progress=None, where=None,
+                     batch_size=DECODE_BATCH_SIZE, window=0, progress=None, where=None,
                      target_prefix=None):
         """An iterator of (index, result) as `translate` computes them, a batch at a time, in
         the order of decoding (sources of similar lengths together, sorted within each `window`
@@ -224,7 +222,7 @@ class Translator:
 
     # --- scoring ------------------------------------------------------------------------------
     @_quiet
-    def score(self, sources, targets, batch_size=DEFAULT_BATCH_SIZE):
+    def score(self, sources, targets, batch_size=DECODE_BATCH_SIZE):
         """A `Score` per (source, target) pair: the log-probability of the target given the
         source, read with teacher forcing (the sum of its tokens' log-probabilities and of eos
         after them), and `normalized`, that over the length penalty of the decoding options.
@@ -232,9 +230,9 @@ class Translator:
         The beam search ranks its hypotheses by that same normalized form: scoring a
         translation's text gives back its `Translation.score` (its tokens as the target
         vocabulary splits the text), and with length_penalty=0 `log_prob` is that score
-        itself. From a model directory, or a SavedModel exported with --score (its
-        `score` signature, under the length penalty it was exported with); another export or
-        a server refuses (UnsupportedError)."""
+        itself. From a model directory, a SavedModel exported with --score (its `score`
+        signature, under the length penalty it was exported with) or a server of one; another
+        export refuses (UnsupportedError), a server of one with the server's answer."""
         import numpy as np
         import tensorflow as tf
         sources, targets = _strings("sources", sources), _strings("targets", targets)

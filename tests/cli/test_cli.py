@@ -205,11 +205,18 @@ def test_a_tiny_training_run_logs_a_header_and_progress(trained_model, corpus, t
 def test_a_damaged_newest_checkpoint_is_one_warning_and_the_previous_translates(trained_model, tmp_path):
     import glob
     import shutil
+
+    import tensorflow as tf
     model_dir = str(tmp_path / "m")
     shutil.copytree(trained_model, model_dir)
     newest = sorted(glob.glob(os.path.join(model_dir, "ckpt", "ckpt-80.data-*")))[0]
     data = bytearray(open(newest, "rb").read())
-    data[1000:1100] = bytes(b ^ 0xFF for b in data[1000:1100])
+    # The bytes of a weight (the file also holds state translate does not read).
+    reader = tf.train.load_checkpoint(os.path.join(model_dir, "ckpt", "ckpt-80"))
+    weight = max((k for k in reader.get_variable_to_shape_map() if k.startswith("model/")),
+                 key=lambda k: reader.get_tensor(k).size)
+    start = bytes(data).index(reader.get_tensor(weight).tobytes())
+    data[start:start + 100] = bytes(b ^ 0xFF for b in data[start:start + 100])
     open(newest, "wb").write(data)
     result = run_cli_subprocess("translate", f"--model_dir={model_dir}", input="the dog\n")
     # Before: exit 2, "cannot restore"; at first the error, then TensorFlow's warning about each

@@ -309,7 +309,7 @@ def test_each_run_line_gives_the_experiments_time_left(experiment, tmp_path, mon
         trained.add(run.name)
     monkeypatch.setattr(runs_lib, "trained", lambda run, budget: run.name in trained)
     monkeypatch.setattr(runs_lib, "train", train)
-    monkeypatch.setattr(runs_lib, "scored", lambda run, splits: True)
+    monkeypatch.setattr(runs_lib, "scored", lambda run, splits, checkpoint="last": True)
     monkeypatch.setattr(runs_lib, "restore_test_data", lambda *args: None)
     monkeypatch.setattr(experiment_cli.report_lib, "write",
                         lambda root, spec: {"runs": [], "test_splits": []})

@@ -1,6 +1,8 @@
 """The training stream's iterator is saved in each checkpoint: a resumed run goes on with the
 next batch at once, the batches an uninterrupted run sees, without re-making the ones before."""
 
+import shutil
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -78,24 +80,33 @@ def test_a_checkpoint_without_the_streams_state_or_with_another_pipelines_is_kep
 
 
 def test_a_resumed_run_trains_the_batches_of_an_uninterrupted_one_without_remaking_any(
-        corpus, tmp_path, monkeypatch):
+        corpus, tmp_path, monkeypatch, caplog):
     def flags(model_dir, steps):
         return [*tiny_train_flags(corpus, str(model_dir), steps=steps), "--log_every=1",
-                "--save_every=4", "--validate_every=1000", "--bleu_sentences=0"]
-    assert run_cli("train", *flags(tmp_path / "whole", 10)) == 0
+                "--save_every=4", "--validate_every=1000", "--bleu_sentences=0",
+                "--keep_checkpoints=5"]
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    assert run_cli("train", *flags(whole, 10)) == 0
+    # The same run stopped at step 4: its checkpoint of step 4 alone, resumed to 10.
+    shutil.copytree(whole, split, ignore=shutil.ignore_patterns("logs", "best", "ckpt-8.*", "ckpt-10.*"))
+    with open(split / "ckpt" / "checkpoint", "w") as f:
+        f.write('model_checkpoint_path: "ckpt-4"\nall_model_checkpoint_paths: "ckpt-4"\n'
+                'all_model_checkpoint_timestamps: 1.0\n')
     made = []
     real = trainer._training_stream
     monkeypatch.setattr(trainer, "_training_stream",
                         lambda *args, **kwargs: made.append(args[4]) or real(*args, **kwargs))
-    assert run_cli("train", *flags(tmp_path / "split", 8)) == 0
-    assert run_cli("train", *flags(tmp_path / "split", 10)) == 0
-    # Each run made its stream once, from the start: the second restored its iterator.
-    assert made == [(0, -1), (0, -1)]
+    with caplog.at_level("INFO"):
+        assert run_cli("train", *flags(split, 10)) == 0
+    assert f"resuming from {split}/ckpt/ckpt-4 at step 4" in caplog.text
+    # It made its stream once, from the start, and restored its iterator.
+    assert made == [(0, -1)]
     # The stream is in the checkpoints training resumes from, not in the best ones (decoded).
     names = lambda path: {key.split("/", 1)[0] for key, _ in tf.train.list_variables(path)}
-    assert "data" in names(checkpoints.resolve(str(tmp_path / "split")))
-    best = checkpoints.list_checkpoints(str(tmp_path / "split"), "best")
+    assert "data" in names(checkpoints.resolve(str(split)))
+    best = checkpoints.list_checkpoints(str(whole), "best")
     assert best and all("data" not in names(path) and "model" in names(path) for path in best)
-    whole, split = (dict(events(str(tmp_path / name), "train/loss")) for name in ("whole", "split"))
-    assert sorted(split) == list(range(1, 11))
-    np.testing.assert_allclose([split[s] for s in (9, 10)], [whole[s] for s in (9, 10)], rtol=1e-5)
+    losses = [dict(events(str(path), "train/loss")) for path in (whole, split)]
+    assert sorted(losses[1]) == list(range(5, 11))
+    np.testing.assert_allclose([losses[1][s] for s in range(5, 11)],
+                               [losses[0][s] for s in range(5, 11)], rtol=1e-5)

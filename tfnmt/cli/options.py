@@ -4,6 +4,7 @@ flags are generated from these fields (cli/flags.py)."""
 
 import dataclasses
 
+from tfnmt.decoding.options import DECODE_BATCH_SIZE
 from tfnmt.options import option
 from tfnmt.training import distribution
 
@@ -38,7 +39,8 @@ class TrainRunOptions:
 class TranslationOptions:
     input: str = option("-", "File to translate ('-' = stdin).")
     output: str = option("-", "Where translations go ('-' = stdout).")
-    decode_batch_size: int = option(32, "Sentences per decoding batch.", bounds=">= 1")
+    decode_batch_size: int = option(DECODE_BATCH_SIZE, "Sentences per decoding batch.",
+                                    bounds=">= 1")
     plot_dir: str = option("", "With --alignments=soft: write each line's attention as a "
                            "heatmap, DIR/LINE.png (LINE counted from 1).")
     target_prefix: str = option(

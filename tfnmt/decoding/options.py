@@ -10,6 +10,9 @@ from tfnmt.options import check, option
 LONG_INPUT_MODES = ("chunk", "error")
 ALIGNMENTS = ("none", "hard", "soft")
 
+# Sentences per decoding batch: --decode_batch_size's default and the Python API's batch_size.
+DECODE_BATCH_SIZE = 32
+
 # Names an export recorded before they were renamed: old name -> field.
 _RENAMED = {"max_source_length": "max_input_length", "penalty_mode": "length_penalty_mode"}
 # Fields added since the first exports, with what an export made before decoded with where

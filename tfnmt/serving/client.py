@@ -191,6 +191,22 @@ class RemoteTranslator(Backend):
     def translate_prefix(self, text, prefix):
         return self._predict(text, "prefix", prefix)
 
+    def check_scorable(self, sentences, where):
+        """Whether the served model has a `score` signature, its first answer says."""
+
+    def score_signature(self, text, target):
+        """The served model's `score` signature (an export made with --score): log_prob,
+        normalized float32 [B] and target_tokens (bytes, "" after a target's pieces) [B, T]."""
+        outputs = self.client.predict({"text": _strings(text), "target": _strings(target)},
+                                      "score")
+        if any(key not in outputs for key in ("log_prob", "normalized", "target_tokens")):
+            raise ServerError(f"{self.client.model_url}: its score signature gives "
+                              f"{sorted(outputs)}, not a tfnmt score")
+        return {"log_prob": np.asarray(outputs["log_prob"], np.float32),
+                "normalized": np.asarray(outputs["normalized"], np.float32),
+                "target_tokens": [[token.encode("utf-8") for token in row]
+                                  for row in outputs["target_tokens"]]}
+
     def translate_n_best(self, text, n):
         out = self._predict(text, "n_best")
         if len(out["translations"].shape) != 2 or out["translations"].shape[1] < n:

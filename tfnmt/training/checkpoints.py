@@ -164,8 +164,12 @@ class Checkpoints:
         self.last = self._manager()  # it reads the state file: the dropped ones are forgotten
 
     def save(self, step):
-        if self._stream is not None:
-            self._stream.prepare(step)
+        if self._stream is None:
+            return self._save(step)
+        with self._stream.saving(step):
+            return self._save(step)
+
+    def _save(self, step):
         if not self.chief:
             # The same calls as the chief's: a first save creates the checkpoint's save counter,
             # a variable, and creating one is a collective operation.

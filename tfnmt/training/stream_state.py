@@ -8,13 +8,15 @@ trained yet are saved too, serialized, and given first when the run resumes.
 """
 
 import collections
+import contextlib
+import threading
 
 import tensorflow as tf
 
 from tfnmt.training.checkpoints import DATA_STATE
 
 # fit's look-ahead is a batch or two; more would mean batches lost, so `prepare` refuses.
-_KEPT = 8
+_KEPT = 64
 
 
 class SavedStream:
@@ -25,6 +27,9 @@ class SavedStream:
         self._pulled = 0  # since `start`
         self._start_step = 0
         self._replay = []
+        # A save counts and writes what was pulled while nothing is being pulled: tf.data
+        # calls the generator from threads of its own.
+        self._lock = threading.Lock()
         # The pulled, untrained elements at the last save: every leaf serialized, in order.
         self.ahead = tf.Variable(tf.constant([], tf.string), shape=tf.TensorShape([None]),
                                  trainable=False, name="data_ahead")
@@ -36,9 +41,17 @@ class SavedStream:
         """Training starts at `step` (one element of the stream per step)."""
         self._start_step = step
 
+    @contextlib.contextmanager
+    def saving(self, step):
+        """Around the save at `step`: no element is pulled meanwhile, and what fit pulled
+        beyond the elements trained since `start` is in `ahead`."""
+        with self._lock:
+            self.prepare(step)
+            yield
+
     def prepare(self, step):
-        """Before the save at `step`: what fit pulled beyond the elements trained since
-        `start` is written to `ahead`."""
+        """What fit pulled beyond the elements trained since `start` (at `step`), written to
+        `ahead` (call it under `saving`)."""
         ahead = self._pulled - (step - self._start_step)
         if not 0 <= ahead <= len(self._recent):
             raise RuntimeError(f"the training stream is {ahead} batches ahead of the step")
@@ -62,9 +75,10 @@ class SavedStream:
         return len(tf.nest.flatten(self.spec))
 
     def _next(self):
-        element = self._replay.pop(0) if self._replay else next(self.iterator)
-        self._recent.append(element)
-        self._pulled += 1
+        with self._lock:
+            element = self._replay.pop(0) if self._replay else next(self.iterator)
+            self._recent.append(element)
+            self._pulled += 1
         return element
 
     def dataset(self):
@@ -72,4 +86,8 @@ class SavedStream:
         def forever():
             while True:
                 yield self._next()
-        return tf.data.Dataset.from_generator(forever, output_signature=self.spec)
+        options = tf.data.Options()
+        # No prefetch of tf.data's own here: fewer batches pulled ahead to save.
+        options.experimental_optimization.inject_prefetch = False
+        return tf.data.Dataset.from_generator(forever, output_signature=self.spec).with_options(
+            options)
