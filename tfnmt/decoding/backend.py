@@ -33,9 +33,9 @@ class Backend:
 
     def translate_prefix(self, text, prefix):
         """string [B], string [B] -> {"translations": string [B], "scores": float32 [B]}: the
-        best translations that start with `prefix` (Translator.prefix_signature)."""
+        best translations that start with `prefix` (Translator.prefix_signature). A backend
+        that takes prefixes overrides both; here `check_prefix` refuses."""
         self.check_prefix()
-        raise NotImplementedError
 
     def prepare(self, sentences, where):
         """Before `sentences` (str, read from `where`) are translated: whatever the backend can
