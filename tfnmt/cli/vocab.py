@@ -18,9 +18,12 @@ def _train(sentences, path, what, options):
     bar = console.progress_bar(unit="sent", desc=f"{what}: reading")
 
     def counted():
-        for sentence in sentences:
+        read = 0
+        for read, sentence in enumerate(sentences, start=1):
             yield sentence
-            bar.update()
+            if read % 4096 == 0:  # a bar's update costs more than a sentence's reading
+                bar.update(4096)
+        bar.update(read % 4096)
         bar.set_description(f"{what}: training SentencePiece")
 
     try:

@@ -112,9 +112,19 @@ def pairs(spec, split, limit=0):
                       "tfds:NAME or text:DIR")
 
 
+# Pairs pulled from tf.data into Python at a time: one pair at a time, the iterator's own cost
+# (about 90 us a pair) was 96% of a 4.5M-pair vocabulary's reading.
+_PULLED = 4096
+
+
+def _pulled(spec, split, limit):
+    for sources, targets in pairs(spec, split, limit).batch(_PULLED).as_numpy_iterator():
+        yield from zip(sources, targets)
+
+
 def sentences(spec, split, limit=0, sides=("source", "target")):
     """Yields the split's sentences as Python str (for vocabulary training)."""
-    for source, target in pairs(spec, split, limit).as_numpy_iterator():
+    for source, target in _pulled(spec, split, limit):
         if "source" in sides:
             yield source.decode("utf-8")
         if "target" in sides:
@@ -124,7 +134,7 @@ def sentences(spec, split, limit=0, sides=("source", "target")):
 def references(spec, split, limit=0):
     """(sources, references) of a split as lists of str, for scoring."""
     sources, targets = [], []
-    for source, target in pairs(spec, split, limit).as_numpy_iterator():
+    for source, target in _pulled(spec, split, limit):
         sources.append(source.decode("utf-8"))
         targets.append(target.decode("utf-8"))
     return sources, targets
