@@ -158,13 +158,14 @@ class Translator:
 
     def translations(self, sources, n_best=None, alignments=None,
                      batch_size=DECODE_BATCH_SIZE, window=0, progress=None, where=None,
-                     target_prefix=None):
+                     target_prefix=None, first_line=1):
         """An iterator of (index, result) as `translate` computes them, a batch at a time, in
         the order of decoding (sources of similar lengths together, sorted within each `window`
         sources; 0: all of them): the streaming form that `tfnmt translate` writes as it goes.
         The settings are checked, and the sources looked at (over-long ones named WHERE:LINE,
-        `where` defaulting to "sources"), before it returns; `progress`, e.g.
-        `tqdm(total=len(sources))`, is told of every batch (`update(n)`)."""
+        `where` defaulting to "sources", the first source its line `first_line`), before it
+        returns; `progress`, e.g. `tqdm(total=len(sources))`, is told of every batch
+        (`update(n)`)."""
         from tfnmt.decoding.translator import translated_batches
         sources = _strings("sources", sources)
         if target_prefix is not None:
@@ -175,7 +176,7 @@ class Translator:
         with native_logs.filtered():
             if target_prefix is not None:
                 _unsupported(backend.check_prefix)
-            backend.prepare(sources, where or "sources")
+            backend.prepare(sources, where or "sources", first_line)
         batches = translated_batches(backend, sources, batch_size, progress=progress,
                                      window=window, n_best=n_best if n_best > 1 else 0,
                                      alignments=alignments, prefixes=target_prefix)

@@ -170,7 +170,7 @@ def _answer(t, wanted, translator):
             _say_if_empty(t, number, line)
             (_, result), = translator.translations(
                 [line], n_best=wanted["n_best"], alignments=wanted["alignments"] != "none",
-                batch_size=1, where=_input_name(t))
+                batch_size=1, where=_input_name(t), first_line=number)
             output.put(number - 1, _text(t, wanted, number - 1, result))
     finally:
         output.close()

@@ -37,6 +37,7 @@ class Backend:
         that takes prefixes overrides both; here `check_prefix` refuses."""
         self.check_prefix()
 
-    def prepare(self, sentences, where):
-        """Before `sentences` (str, read from `where`) are translated: whatever the backend can
-        tell about them beforehand is said (as WHERE:LINE) or refused here."""
+    def prepare(self, sentences, where, first_line=1):
+        """Before `sentences` (str, read from `where`, the first of them its line `first_line`)
+        are translated: whatever the backend can tell about them beforehand is said (as
+        WHERE:LINE) or refused here."""

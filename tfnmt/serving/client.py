@@ -154,22 +154,29 @@ class RemoteTranslator(Backend):
     def __init__(self, client):
         self.client = client
         self.max_chars = None  # the server's --max_sentence_chars, once it has refused a sentence
-        self._source = ("input", [])  # where the sentences come from, to name their lines
+        # Where the sentences come from, to name their lines: (where, sentences, first line).
+        self._source = ("input", [], 1)
         self._warned = set()
 
-    def prepare(self, sentences, where):
-        """Warnings about these sentences name them WHERE:LINE (their line in the input); the
-        server's limit is learnt from its first refusal."""
-        self._source = (where, list(sentences))
+    def prepare(self, sentences, where, first_line=1):
+        """Warnings about these sentences name them WHERE:LINE (their line in the input, the
+        first one's `first_line`); the server's limit is learnt from its first refusal."""
+        self._source = (where, list(sentences), first_line)
+        if self.max_chars is not None:
+            self._name_long_lines()
 
     def _learn_limit(self, limit):
         self.max_chars = limit
-        where, sentences = self._source
-        for number, sentence in enumerate(sentences, start=1):
-            if len(sentence) > limit and sentence not in self._warned:
+        self._name_long_lines()
+
+    def _name_long_lines(self):
+        where, sentences, first_line = self._source
+        for number, sentence in enumerate(sentences, start=first_line):
+            if len(sentence) > self.max_chars and sentence not in self._warned:
                 self._warned.add(sentence)
                 logging.warning("%s:%d: %d characters; only the first %d are translated (the "
-                                "server's --max_sentence_chars)", where, number, len(sentence), limit)
+                                "server's --max_sentence_chars)", where, number, len(sentence),
+                                self.max_chars)
 
     def _fit(self, texts):
         if self.max_chars is None:
