@@ -73,8 +73,10 @@ class Translator:
     `from_export` or `from_server`.
 
     `translate` returns `Translation`s (text, score, tokens, alignment); `score` the
-    probability of given translations (model directories only). Both take plain lists of str
-    and give results in their order. `config` is the model's config.json (None from a server).
+    probability of given translations (from a model directory, or an export with the `score`
+    signature or a server of one). Both take plain lists of str and give results in their
+    order. `config` is the model's config.json (None from a server); `beam_size` the beam its
+    translations come from (None where unknown: a server).
     """
 
     def __init__(self, backend, config=None, options=None, where=""):
@@ -86,6 +88,10 @@ class Translator:
         self.options = options
         self._where = where
         self._siblings = {}
+
+    @property
+    def beam_size(self):
+        return self._backend.beam_size
 
     # --- opening ------------------------------------------------------------------------------
     @classmethod

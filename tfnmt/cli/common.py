@@ -1,10 +1,11 @@
-"""What several commands need: output checks, the data spec and splits, and the translation
-backend (serving/backends.py), from the options the verb read from the flags (cli/flags.py
-`read`)."""
+"""What several commands need: output checks, the data spec and splits, and where translations
+come from (serving/backends.py, wrapped in tfnmt.Translator), from the options the verb read
+from the flags (cli/flags.py `read`)."""
 
 import dataclasses
 import os
 
+from tfnmt.api import Translator
 from tfnmt.cli.flags import given, read
 from tfnmt.cli.options import ModelDirOptions
 from tfnmt.data import sources
@@ -94,6 +95,10 @@ class TranslatorSource:
     client: ClientOptions
     decoding: DecodingOptions = None
 
+    @property
+    def name(self):
+        return self.client.server or self.export.saved_model or self.where.model_dir
+
 
 def translator_source():
     """The TranslatorSource the flags give; the decoding flags are read with a checkpoint only."""
@@ -102,9 +107,16 @@ def translator_source():
     return TranslatorSource(read(ModelDirOptions), export, client, decoding)
 
 
-def open_translator(source):
+def open_backend(source):
     """(config or None, backend) of a TranslatorSource."""
     model_dirs, checkpoints = members(source.where)
     return backends.open_backend(model_dir=model_dirs, checkpoint=checkpoints,
                                  options=source.decoding,
                                  export=source.export, client=source.client)
+
+
+def open_translator(source):
+    """(config or None, tfnmt.Translator) of a TranslatorSource: the Python API's object, which
+    the verbs that translate or score go through."""
+    config, backend = open_backend(source)
+    return config, Translator(backend, config, source.decoding, where=source.name)
