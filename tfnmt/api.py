@@ -229,7 +229,7 @@ class Translator:
 
     # --- scoring ------------------------------------------------------------------------------
     @_quiet
-    def score(self, sources, targets, batch_size=DECODE_BATCH_SIZE):
+    def score(self, sources, targets, batch_size=DECODE_BATCH_SIZE, where=None):
         """A `Score` per (source, target) pair: the log-probability of the target given the
         source, read with teacher forcing (the sum of its tokens' log-probabilities and of eos
         after them), and `normalized`, that over the length penalty of the decoding options.
@@ -239,7 +239,9 @@ class Translator:
         vocabulary splits the text), and with length_penalty=0 `log_prob` is that score
         itself. From a model directory, a SavedModel exported with --score (its `score`
         signature, under the length penalty it was exported with) or a server of one; another
-        export refuses (UnsupportedError), a server of one with the server's answer."""
+        export or server refuses (UnsupportedError). A source over max_input_length subwords is
+        read cut to it: from a model directory with a warning, once per distinct source, naming
+        it WHERE:LINE (`where` defaulting to "sources", LINE the pair's, from 1)."""
         import numpy as np
         import tensorflow as tf
         sources, targets = _strings("sources", sources), _strings("targets", targets)
@@ -250,8 +252,8 @@ class Translator:
                                    "gives translations only; open the model directory with "
                                    "Translator.from_model_dir to score")
         try:
-            self._backend.check_scorable(sources, "sources")
-        except ConfigError as e:  # a model that cannot score (not autoregressive)
+            self._backend.check_scorable(sources, where or "sources")
+        except ConfigError as e:  # not autoregressive, or no `score` signature
             raise UnsupportedError(str(e)) from None
         scores = []
         for start in range(0, len(sources), batch_size):

@@ -1,6 +1,6 @@
 """`tfnmt translate --target_prefix=FILE` and `--interactive` (cli/translate.py): prefixes as the
 Python API continues them, the one-line refusals, and answers line by line through a pipe, each
-line named by its own number."""
+line named by its own number. (A server without the `prefix` signature: tests/test_api.py.)"""
 
 import io
 import os

@@ -6,7 +6,7 @@ import dataclasses
 import os
 
 from tfnmt.api import Translator
-from tfnmt.cli.flags import given, read
+from tfnmt.cli.flags import given, read, read_fields
 from tfnmt.cli.options import ModelDirOptions
 from tfnmt.data import sources
 from tfnmt.data.options import DataOptions
@@ -100,10 +100,14 @@ class TranslatorSource:
         return self.client.server or self.export.saved_model or self.where.model_dir
 
 
-def translator_source():
-    """The TranslatorSource the flags give; the decoding flags are read with a checkpoint only."""
+def translator_source(decoding_fields=None):
+    """The TranslatorSource the flags give; the decoding flags (those named in
+    `decoding_fields` if given, the others at their defaults) are read with a checkpoint only."""
     export, client = read(ExportedModelOptions), read(ClientOptions)
-    decoding = None if client.server or export.saved_model else read(DecodingOptions)
+    decoding = None
+    if not client.server and not export.saved_model:
+        decoding = (read(DecodingOptions) if decoding_fields is None
+                    else DecodingOptions(**read_fields(DecodingOptions, decoding_fields)))
     return TranslatorSource(read(ModelDirOptions), export, client, decoding)
 
 

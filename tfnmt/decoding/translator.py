@@ -217,19 +217,27 @@ class Translator(tf.Module, Backend):
     def check_scorable(self, sentences, where):
         """Refuses what `score_signature` cannot read: a model that does not decode token by
         token, a source longer than the model's source window (its translation is joined from
-        chunks, which no one target belongs to)."""
+        chunks, which no one target belongs to). Warns of each source longer than
+        `max_input_length` subwords, which is read cut to it as `translate` cuts it: once per
+        distinct source, which an n-best list repeats for each of its hypotheses."""
         if not self.model.autoregressive:
             raise ConfigError(f"score: model {self.model.registry_name!r} is not autoregressive: "
                               "it gives no probability of a target given its tokens before")
-        window = self.model.source_window
-        if not window or not sentences:
+        if not sentences:
             return
         lengths = self.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
+        window, limit = self.model.source_window, self.options.max_input_length
         for number, length in enumerate(lengths, start=1):
-            if min(int(length), self.options.max_input_length) > window - 1:
+            if window and min(int(length), limit) > window - 1:
                 raise DataError(f"{where}:{number}: {length} subwords; the model reads at most "
                                 f"{window - 1} (--source_window={window} with eos), and a "
                                 "translation in chunks has no one score")
+        warned = set()
+        for number, (sentence, length) in enumerate(zip(sentences, lengths), start=1):
+            if length > limit and sentence not in warned:
+                warned.add(sentence)
+                logging.warning("%s:%d: %d subwords; only the first %d are scored "
+                                "(--max_input_length)", where, number, length, limit)
 
     @tf.function(input_signature=[TEXT, tf.TensorSpec([None], tf.string, name="target")])
     def score_signature(self, text, target):
