@@ -1,6 +1,7 @@
 """tfnmt.Translator (tfnmt/api.py), the Python API: the README's example as a user runs it,
 the same translations and scores from a model directory, its export and a server, `score`
-against the beam's own scores, and the backends' refusals."""
+against the beam's own scores, and the backends' refusals. Also `tfnmt score` and `translate
+--target_prefix` with an export or a server, whose exports and server are this file's."""
 
 import os
 import re
@@ -11,7 +12,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from tfnmt import Score, Translation, Translator, UnsupportedError
-from tfnmt.errors import ConfigError, UserError
+from tfnmt.errors import ConfigError
 from tfnmt.serving import server as server_lib
 
 SOURCES = ["the red dog sees a bird", "a cat", "the old man runs", "big house", "",
@@ -50,11 +51,23 @@ def checkpoint(trained_model):
 
 @pytest.fixture(scope="module")
 def export_dir(trained_model, tmp_path_factory):
+    """`tiny`, with the `prefix` signature, and `scoring`, with the `score` signature."""
     base = str(tmp_path_factory.mktemp("api_exports"))
-    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
-                   "--export_name=tiny", "--prefix",
-                   *(f"--{k}={v}" for k, v in DECODING.items())) == 0
+    for name, signature in (("tiny", "--prefix"), ("scoring", "--score")):
+        assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                       f"--export_name={name}", signature,
+                       *(f"--{k}={v}" for k, v in DECODING.items())) == 0
     return base
+
+
+@pytest.fixture(scope="module")
+def served(export_dir, tmp_path_factory):
+    """The URL of `tfnmt serve` serving export_dir's models."""
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    process, url = server_lib.spawn([f"--export_dir={export_dir}", "--rest_api_port=0"],
+                                    env=dict(os.environ, PYTHONPATH=REPO), log_path=str(log))
+    yield url
+    server_lib.stop(process)
 
 
 def _texts_and_scores(translations):
@@ -185,17 +198,20 @@ def test_what_an_export_cannot_do_is_one_clear_error(export_dir):
         exported.score(["a cat"], ["Katze"])
 
 
-def test_an_export_with_the_score_signature_scores_as_its_model_directory(checkpoint,
-                                                                          trained_model,
-                                                                          tmp_path):
-    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
-                   "--export_name=scoring", "--score",
-                   *(f"--{k}={v}" for k, v in DECODING.items())) == 0
-    exported = Translator.from_export(str(tmp_path / "scoring" / "1"))
+@pytest.fixture(scope="module")
+def scored(checkpoint):
+    """(sources, targets, the checkpoint's Scores of them): the best translations of the
+    non-empty SOURCES, the first replaced by one the beam did not find."""
     sources = [s for s in SOURCES if s]
-    targets = [t.text for t in checkpoint.translate(sources, n_best=1)]
-    targets[0] = "Katze Katze Hund"  # and one the beam did not find
-    mine, theirs = checkpoint.score(sources, targets), exported.score(sources, targets)
+    targets = ["Katze Katze Hund"] + [t.text for t in checkpoint.translate(sources[1:],
+                                                                           n_best=1)]
+    return sources, targets, checkpoint.score(sources, targets)
+
+
+def test_an_export_with_the_score_signature_scores_as_its_model_directory(export_dir, scored):
+    exported = Translator.from_export(os.path.join(export_dir, "scoring", "1"))
+    sources, targets, mine = scored
+    theirs = exported.score(sources, targets)
     assert [s.tokens for s in theirs] == [s.tokens for s in mine]
     for field in ("log_prob", "normalized"):
         assert [getattr(s, field) for s in theirs] == pytest.approx(
@@ -206,45 +222,82 @@ def test_an_export_with_the_score_signature_scores_as_its_model_directory(checkp
         exported.translate(["a cat"], target_prefix=["Katze"])
 
 
-def test_a_served_model_translates_and_scores_as_its_model_directory(checkpoint, trained_model,
-                                                                     export_dir, tmp_path):
-    # Beside `tiny`, an export with the `score` signature.
-    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={export_dir}",
-                   "--export_name=scoring", "--score",
-                   *(f"--{k}={v}" for k, v in DECODING.items())) == 0
-    process, url = server_lib.spawn([f"--export_dir={export_dir}", "--rest_api_port=0"],
-                                    env=dict(os.environ, PYTHONPATH=REPO),
-                                    log_path=str(tmp_path / "serve.log"))
-    try:
-        served = Translator.from_server(url, model_name="tiny")
-        for n_best in (1, 2):
-            mine = checkpoint.translate(SOURCES, n_best=n_best)
-            theirs = served.translate(SOURCES, n_best=n_best, batch_size=4)
-            mine = [(t.text, t.score) for r in mine for t in (r if n_best > 1 else [r])]
-            theirs = [(t.text, t.score) for r in theirs for t in (r if n_best > 1 else [r])]
-            assert [text for text, _ in theirs] == [text for text, _ in mine]
-            assert [s for _, s in theirs] == pytest.approx([s for _, s in mine], abs=1e-4)
-        mine = _texts_and_scores(checkpoint.translate(SOURCES, target_prefix=PREFIXES))
-        theirs = _texts_and_scores(served.translate(SOURCES, target_prefix=PREFIXES,
-                                                    batch_size=4))
-        assert theirs[0] == mine[0]
-        assert theirs[1] == pytest.approx(mine[1], abs=1e-4)
-        with pytest.raises(UnsupportedError, match="gives no alignments"):
-            served.translate(["a cat"], alignments=True)
-        sources = [s for s in SOURCES if s]
-        targets = ["Katze Katze Hund"] + [t.text for t in checkpoint.translate(sources[1:],
-                                                                               n_best=1)]
-        mine = checkpoint.score(sources, targets)
-        theirs = Translator.from_server(url, model_name="scoring").score(sources, targets)
-        assert [s.tokens for s in theirs] == [s.tokens for s in mine]
-        for field in ("log_prob", "normalized"):
-            assert [getattr(s, field) for s in theirs] == pytest.approx(
-                [getattr(s, field) for s in mine], abs=1e-4)
-        with pytest.raises(UserError, match="score"):  # `tiny` has no score signature
-            served.score(["a cat"], ["Katze"])
-    finally:
-        server_lib.stop(process)
+def test_a_served_model_translates_and_scores_as_its_model_directory(checkpoint, served, scored):
+    tiny = Translator.from_server(served, model_name="tiny")
+    for n_best in (1, 2):
+        mine = checkpoint.translate(SOURCES, n_best=n_best)
+        theirs = tiny.translate(SOURCES, n_best=n_best, batch_size=4)
+        mine = [(t.text, t.score) for r in mine for t in (r if n_best > 1 else [r])]
+        theirs = [(t.text, t.score) for r in theirs for t in (r if n_best > 1 else [r])]
+        assert [text for text, _ in theirs] == [text for text, _ in mine]
+        assert [s for _, s in theirs] == pytest.approx([s for _, s in mine], abs=1e-4)
+    mine = _texts_and_scores(checkpoint.translate(SOURCES, target_prefix=PREFIXES))
+    theirs = _texts_and_scores(tiny.translate(SOURCES, target_prefix=PREFIXES, batch_size=4))
+    assert theirs[0] == mine[0]
+    assert theirs[1] == pytest.approx(mine[1], abs=1e-4)
+    with pytest.raises(UnsupportedError, match="gives no alignments"):
+        tiny.translate(["a cat"], alignments=True)
+    sources, targets, mine = scored
+    scoring = Translator.from_server(served, model_name="scoring")
+    theirs = scoring.score(sources, targets)
+    assert [s.tokens for s in theirs] == [s.tokens for s in mine]
+    for field in ("log_prob", "normalized"):
+        assert [getattr(s, field) for s in theirs] == pytest.approx(
+            [getattr(s, field) for s in mine], abs=1e-4)
+    # What the served model's metadata lacks is refused before anything is sent.
+    with pytest.raises(UnsupportedError, match=f"score: {served}/v1/models/tiny has no `score` "
+                                               "signature; export it with --score"):
+        tiny.score(["a cat"], ["Katze"])
+    with pytest.raises(UnsupportedError, match=f"target prefix: {served}/v1/models/scoring has "
+                                               "no `prefix` signature; export it with --prefix"):
+        scoring.translate(["a cat"], target_prefix=["Katze"])
 
+
+def _write_lines(path, lines):
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_score_on_the_command_line_reads_an_export_or_a_server_as_the_api_scores(
+        export_dir, served, scored, tmp_path):
+    """`tfnmt score --saved_model` or `--server` writes the API's scores (the checkpoint's, at
+    the exported length penalty; 4 decimals)."""
+    sources, targets, mine = scored
+    source = _write_lines(tmp_path / "in.en", sources)
+    references = _write_lines(tmp_path / "ref.de", targets)
+    output = tmp_path / "scores.txt"
+    for model in ([f"--saved_model={export_dir}/scoring/1"],
+                  [f"--server={served}", "--served_model=scoring"]):
+        assert run_cli("score", *model, f"--input={source}", f"--references={references}",
+                       f"--output={output}") == 0, model
+        written = [line.split("\t") for line in output.read_text(encoding="utf-8").splitlines()]
+        assert [float(log_prob) for log_prob, _ in written] == pytest.approx(
+            [s.log_prob for s in mine], abs=1.5e-4)
+        assert [float(normalized) for _, normalized in written] == pytest.approx(
+            [s.normalized for s in mine], abs=1.5e-4)
+
+
+def test_an_export_or_a_server_without_the_signature_is_one_line_before_any_file(
+        export_dir, served, tmp_path, capsys):
+    """`tfnmt score` refuses before it reads its files (here a missing --input), `translate
+    --target_prefix` before it translates or opens its output."""
+    missing, output = tmp_path / "missing.en", tmp_path / "out.txt"
+    for model, name in (([f"--saved_model={export_dir}/tiny/1"], f"{export_dir}/tiny/1"),
+                        ([f"--server={served}", "--served_model=tiny"],
+                         f"{served}/v1/models/tiny")):
+        assert run_cli("score", *model, f"--input={missing}", f"--references={missing}",
+                       f"--output={output}") == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"tfnmt score: error: score: {name} has no `score` signature; export it with "
+            "--score, or score from the model directory")
+    source = _write_lines(tmp_path / "in.en", SOURCES)
+    prefixes = _write_lines(tmp_path / "prefixes.de", PREFIXES)
+    assert run_cli("translate", f"--server={served}", "--served_model=scoring",
+                   f"--input={source}", f"--target_prefix={prefixes}", f"--output={output}") == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"tfnmt translate: error: target prefix: {served}/v1/models/scoring has no `prefix` "
+        "signature; export it with --prefix")
+    assert not output.exists()
 
 def test_decoding_keywords_are_checked_by_name_and_value(trained_model):
     with pytest.raises(TypeError, match="unexpected keyword argument.*beam;.*beam_size"):
@@ -271,3 +324,10 @@ def test_a_tflite_export_translates_as_its_model_directory_and_quietly(trained_m
     with pytest.raises(UnsupportedError, match="target prefix: TFLiteTranslator translates "
                                                "without one"):
         lite.translate(["a cat"], target_prefix=["Katze"])
+    missing = tmp_path / "missing.en"
+    assert run_cli("score", f"--saved_model={tmp_path / 'lite' / '1'}", f"--input={missing}",
+                   f"--references={missing}") == 2
+    assert capfd.readouterr().err.strip().splitlines()[-1] == (
+        f"tfnmt score: error: score: {tmp_path / 'lite' / '1'} is a TFLite export, which gives "
+        "translations only; score with a SavedModel exported with --score or with the model "
+        "directory")

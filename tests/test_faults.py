@@ -100,7 +100,7 @@ def test_a_translation_failing_mid_file_leaves_the_lines_before_in_order(
     source, out = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("\n".join(lines) + "\n")
     failing = _FailingTranslator(fail_at=10, error=error)  # in the second window
-    monkeypatch.setattr(common, "open_translator", lambda source: (None, failing))
+    monkeypatch.setattr(common, "open_backend", lambda source: (None, failing))
     assert run_cli("translate", "--saved_model=unused", f"--input={source}", f"--output={out}",
                    "--decode_batch_size=2") == code
     assert out.read_text() == "".join(line.upper() + "\n" for line in lines[:16])
@@ -112,7 +112,7 @@ def test_a_translation_succeeding_writes_every_line_in_order(tmp_path, monkeypat
     lines = _window_lines()
     source, out = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(common, "open_translator", lambda source: (None, _FailingTranslator(0, None)))
+    monkeypatch.setattr(common, "open_backend", lambda source: (None, _FailingTranslator(0, None)))
     assert run_cli("translate", "--saved_model=unused", f"--input={source}", f"--output={out}",
                    "--decode_batch_size=3") == 0
     assert out.read_text() == "".join(line.upper() + "\n" for line in lines)
@@ -121,7 +121,7 @@ def test_a_translation_succeeding_writes_every_line_in_order(tmp_path, monkeypat
 def test_a_full_disk_while_translating_is_one_line(tmp_path, monkeypatch, capsys):
     from tfnmt.cli import common
     (tmp_path / "in.txt").write_text("a\nb\n")
-    monkeypatch.setattr(common, "open_translator", lambda source: (None, _FailingTranslator(0, None)))
+    monkeypatch.setattr(common, "open_backend", lambda source: (None, _FailingTranslator(0, None)))
     # Every write to /dev/full fails with ENOSPC.
     assert run_cli("translate", "--saved_model=unused", f"--input={tmp_path / 'in.txt'}",
                    "--output=/dev/full") == 2
@@ -144,7 +144,7 @@ def test_a_closed_stdout_ends_translate_quietly_while_a_full_disk_is_an_error(
     # `translate | head -2` ended with "error: cannot write stdout: Broken pipe; free some space".
     from tfnmt.cli import common
     (tmp_path / "in.txt").write_text("a\nb\n")
-    monkeypatch.setattr(common, "open_translator", lambda source: (None, _FailingTranslator(0, None)))
+    monkeypatch.setattr(common, "open_backend", lambda source: (None, _FailingTranslator(0, None)))
     monkeypatch.setattr(sys, "stdout", _ClosedPipe())
     assert run_cli("translate", "--saved_model=unused", f"--input={tmp_path / 'in.txt'}") == 141
     assert capsys.readouterr().err == ""

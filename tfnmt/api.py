@@ -73,8 +73,10 @@ class Translator:
     `from_export` or `from_server`.
 
     `translate` returns `Translation`s (text, score, tokens, alignment); `score` the
-    probability of given translations (model directories only). Both take plain lists of str
-    and give results in their order. `config` is the model's config.json (None from a server).
+    probability of given translations (from a model directory, or an export with the `score`
+    signature or a server of one). Both take plain lists of str and give results in their
+    order. `config` is the model's config.json (None from a server); `beam_size` the beam its
+    translations come from (None where unknown: a server).
     """
 
     def __init__(self, backend, config=None, options=None, where=""):
@@ -86,6 +88,10 @@ class Translator:
         self.options = options
         self._where = where
         self._siblings = {}
+
+    @property
+    def beam_size(self):
+        return self._backend.beam_size
 
     # --- opening ------------------------------------------------------------------------------
     @classmethod
@@ -158,13 +164,14 @@ class Translator:
 
     def translations(self, sources, n_best=None, alignments=None,
                      batch_size=DECODE_BATCH_SIZE, window=0, progress=None, where=None,
-                     target_prefix=None):
+                     target_prefix=None, first_line=1):
         """An iterator of (index, result) as `translate` computes them, a batch at a time, in
         the order of decoding (sources of similar lengths together, sorted within each `window`
         sources; 0: all of them): the streaming form that `tfnmt translate` writes as it goes.
         The settings are checked, and the sources looked at (over-long ones named WHERE:LINE,
-        `where` defaulting to "sources"), before it returns; `progress`, e.g.
-        `tqdm(total=len(sources))`, is told of every batch (`update(n)`)."""
+        `where` defaulting to "sources", the first source its line `first_line`), before it
+        returns; `progress`, e.g. `tqdm(total=len(sources))`, is told of every batch
+        (`update(n)`)."""
         from tfnmt.decoding.translator import translated_batches
         sources = _strings("sources", sources)
         if target_prefix is not None:
@@ -175,7 +182,7 @@ class Translator:
         with native_logs.filtered():
             if target_prefix is not None:
                 _unsupported(backend.check_prefix)
-            backend.prepare(sources, where or "sources")
+            backend.prepare(sources, where or "sources", first_line)
         batches = translated_batches(backend, sources, batch_size, progress=progress,
                                      window=window, n_best=n_best if n_best > 1 else 0,
                                      alignments=alignments, prefixes=target_prefix)
@@ -222,7 +229,7 @@ class Translator:
 
     # --- scoring ------------------------------------------------------------------------------
     @_quiet
-    def score(self, sources, targets, batch_size=DECODE_BATCH_SIZE):
+    def score(self, sources, targets, batch_size=DECODE_BATCH_SIZE, where=None):
         """A `Score` per (source, target) pair: the log-probability of the target given the
         source, read with teacher forcing (the sum of its tokens' log-probabilities and of eos
         after them), and `normalized`, that over the length penalty of the decoding options.
@@ -232,7 +239,9 @@ class Translator:
         vocabulary splits the text), and with length_penalty=0 `log_prob` is that score
         itself. From a model directory, a SavedModel exported with --score (its `score`
         signature, under the length penalty it was exported with) or a server of one; another
-        export refuses (UnsupportedError), a server of one with the server's answer."""
+        export or server refuses (UnsupportedError). A source over max_input_length subwords is
+        read cut to it: from a model directory with a warning, once per distinct source, naming
+        it WHERE:LINE (`where` defaulting to "sources", LINE the pair's, from 1)."""
         import numpy as np
         import tensorflow as tf
         sources, targets = _strings("sources", sources), _strings("targets", targets)
@@ -243,8 +252,8 @@ class Translator:
                                    "gives translations only; open the model directory with "
                                    "Translator.from_model_dir to score")
         try:
-            self._backend.check_scorable(sources, "sources")
-        except ConfigError as e:  # a model that cannot score (not autoregressive)
+            self._backend.check_scorable(sources, where or "sources")
+        except ConfigError as e:  # not autoregressive, or no `score` signature
             raise UnsupportedError(str(e)) from None
         scores = []
         for start in range(0, len(sources), batch_size):

@@ -47,36 +47,44 @@ def test_corpus_holds_the_teachers_translations_and_the_original_held_out_splits
     assert len(list(sources.pairs(spec, "train").as_numpy_iterator())) == info["train_pairs"]
 
 
-def test_an_interrupted_run_continues_after_its_last_whole_chunk(trained_model, distilled, tmp_path,
-                                                                 monkeypatch):
+def test_an_interrupted_run_continues_after_its_last_whole_chunk(trained_model, corpus, distilled,
+                                                                 tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(distill, "CHUNK", 250)
-    translated = []
-    real = distill.translate_sentences
+    real = distill._chunks
 
-    def failing_after_two_chunks(translator, sentences, batch_size, progress=False):
-        if len(translated) == 2:
-            raise KeyboardInterrupt
-        translated.append(len(sentences))
-        return real(translator, sentences, batch_size)
-    monkeypatch.setattr(distill, "translate_sentences", failing_after_two_chunks)
+    def interrupted_after_two(results, count):
+        for number, chunk in enumerate(real(results, count)):
+            if number == 2:
+                raise KeyboardInterrupt
+            yield chunk
+    monkeypatch.setattr(distill, "_chunks", interrupted_after_two)
     out = str(tmp_path / "d")
+    # A source over 6 words is cut, and named by its line of the training split.
     flags = [f"--model_dir={trained_model}", f"--output_dir={out}", "--beam_size=2",
-             "--decode_batch_size=64"]
+             "--decode_batch_size=64", "--max_input_length=6"]
     assert run_cli("distill", *flags) == 130
     first = lines(os.path.join(out, "train.de.partial"))
     assert len(first) == 500
-    calls = []
+    chunks = []
 
-    def recording(translator, sentences, batch_size, progress=False):
-        calls.append(real(translator, sentences, batch_size))
-        return calls[-1]
-    monkeypatch.setattr(distill, "translate_sentences", recording)
+    def recording(results, count):
+        for chunk in real(results, count):
+            chunks.append(chunk)
+            yield chunk
+    monkeypatch.setattr(distill, "_chunks", recording)
+    caplog.clear()
     assert run_cli("distill", *flags) == 0
-    assert [len(c) for c in calls] == [100]  # only the sentences after the two finished chunks
+    assert [len(c) for c in chunks] == [100]  # only the sentences after the two finished chunks
     info = json.load(open(os.path.join(out, "distill.json")))
-    expected = [t for t in first + calls[0] if t.strip()]
+    expected = [t for t in first + chunks[0] if t.strip()]
     assert lines(os.path.join(out, "train.de")) == expected and info["train_pairs"] == len(expected)
     assert not any(n.endswith((".partial", ".partial.json")) for n in os.listdir(out))
+    train = lines(os.path.join(corpus, "train.en"))
+    long = [number for number, sentence in enumerate(train, start=1)
+            if number > 500 and len(sentence.split()) > 6]
+    named = [r.getMessage() for r in caplog.records if "max_input_length" in r.getMessage()]
+    assert long and named == [f"{info['data']} train:{number}: 7 subwords; only the first 6 are "
+                              "translated (--max_input_length)" for number in long]
 
 
 def test_distill_prints_progress_lines_into_a_log(trained_model, tmp_path, monkeypatch, caplog):

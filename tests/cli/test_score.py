@@ -1,5 +1,7 @@
 """`tfnmt score`: the scores it writes are tfnmt.Translator.score's under the length penalty of
-its flags; `--rerank` sorts an n-best list by them; bad input is one line `tfnmt score: error:`."""
+its flags; `--rerank` sorts an n-best list by them; bad input is one line `tfnmt score: error:`;
+a cut source is named by its line. (With an export or a server: tests/test_api.py, which has
+them.)"""
 
 import pytest
 
@@ -165,3 +167,20 @@ def test_a_model_that_cannot_score_is_one_line(corpus, files, tmp_path, capsys):
         "tfnmt export: error: score: model 'ctc_nat' is not autoregressive: it gives no "
         "probability of a target given its tokens before")
     assert not (tmp_path / "exports").exists() or not any((tmp_path / "exports").iterdir())
+
+
+def test_a_source_cut_to_max_input_length_is_named_by_its_line(trained_model, files, tmp_path,
+                                                                caplog):
+    """With --references, by its line of --input; with --rerank, by the first line of the list
+    whose source it is (once, not once per hypothesis). SOURCES[0] has 6 words, SOURCES[3] 4."""
+    source, references, n_best = files
+    output = tmp_path / "out.txt"
+    for flags, first, fourth in (([f"--references={references}"], f"{source}:1", f"{source}:4"),
+                                 ([f"--rerank={n_best}"], f"the source of {n_best}:1",
+                                  f"the source of {n_best}:10")):
+        caplog.clear()
+        assert run_cli("score", f"--model_dir={trained_model}", f"--input={source}", *flags,
+                       "--max_input_length=3", f"--output={output}") == 0
+        assert [r.getMessage() for r in caplog.records if "max_input_length" in r.getMessage()] \
+            == [f"{first}: 6 subwords; only the first 3 are scored (--max_input_length)",
+                f"{fourth}: 4 subwords; only the first 3 are scored (--max_input_length)"]

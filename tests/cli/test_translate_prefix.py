@@ -1,5 +1,6 @@
 """`tfnmt translate --target_prefix=FILE` and `--interactive` (cli/translate.py): prefixes as the
-Python API continues them, the one-line refusals, and answers line by line through a pipe."""
+Python API continues them, the one-line refusals, and answers line by line through a pipe, each
+line named by its own number. (A server without the `prefix` signature: tests/test_api.py.)"""
 
 import io
 import os
@@ -100,3 +101,14 @@ def test_a_terminal_on_stdin_answers_line_by_line_unless_told_not_to(
         ["a cat", "big house"])
     assert capsys.readouterr().out == "".join(f"{t.text}\n" for t in expected)
     assert bool(calls) == answering
+
+
+def test_interactive_names_an_over_long_line_by_its_line_of_stdin(trained_model, monkeypatch,
+                                                                 caplog):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
+        b"a cat\nthe red dog sees a bird\nbig house\nthe old man runs\n")))
+    assert run_cli("translate", f"--model_dir={trained_model}", "--beam_size=1",
+                   "--max_input_length=3", "--interactive") == 0
+    assert [r.getMessage() for r in caplog.records if "max_input_length" in r.getMessage()] == [
+        "<stdin>:2: 6 subwords; only the first 3 are translated (--max_input_length)",
+        "<stdin>:4: 4 subwords; only the first 3 are translated (--max_input_length)"]

@@ -93,7 +93,7 @@ def bench_translate(bench):
                               "export (--saved_model), not a served model")
         from tfnmt.cli import bench_ctranslate2
         return bench_ctranslate2.compare(bench, data, batch, source)
-    config, translator = common.open_translator(source)
+    config, translator = common.open_backend(source)
     spec = common.data_spec(data, config)
     sentences, _ = sources.references(spec, common.splits(data, spec)[2], bench.bench_sentences)
     if not sentences:

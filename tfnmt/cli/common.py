@@ -1,11 +1,12 @@
-"""What several commands need: output checks, the data spec and splits, and the translation
-backend (serving/backends.py), from the options the verb read from the flags (cli/flags.py
-`read`)."""
+"""What several commands need: output checks, the data spec and splits, and where translations
+come from (serving/backends.py, wrapped in tfnmt.Translator), from the options the verb read
+from the flags (cli/flags.py `read`)."""
 
 import dataclasses
 import os
 
-from tfnmt.cli.flags import given, read
+from tfnmt.api import Translator
+from tfnmt.cli.flags import given, read, read_fields
 from tfnmt.cli.options import ModelDirOptions
 from tfnmt.data import sources
 from tfnmt.data.options import DataOptions
@@ -94,17 +95,32 @@ class TranslatorSource:
     client: ClientOptions
     decoding: DecodingOptions = None
 
+    @property
+    def name(self):
+        return self.client.server or self.export.saved_model or self.where.model_dir
 
-def translator_source():
-    """The TranslatorSource the flags give; the decoding flags are read with a checkpoint only."""
+
+def translator_source(decoding_fields=None):
+    """The TranslatorSource the flags give; the decoding flags (those named in
+    `decoding_fields` if given, the others at their defaults) are read with a checkpoint only."""
     export, client = read(ExportedModelOptions), read(ClientOptions)
-    decoding = None if client.server or export.saved_model else read(DecodingOptions)
+    decoding = None
+    if not client.server and not export.saved_model:
+        decoding = (read(DecodingOptions) if decoding_fields is None
+                    else DecodingOptions(**read_fields(DecodingOptions, decoding_fields)))
     return TranslatorSource(read(ModelDirOptions), export, client, decoding)
 
 
-def open_translator(source):
+def open_backend(source):
     """(config or None, backend) of a TranslatorSource."""
     model_dirs, checkpoints = members(source.where)
     return backends.open_backend(model_dir=model_dirs, checkpoint=checkpoints,
                                  options=source.decoding,
                                  export=source.export, client=source.client)
+
+
+def open_translator(source):
+    """(config or None, tfnmt.Translator) of a TranslatorSource: the Python API's object, which
+    the verbs that translate or score go through."""
+    config, backend = open_backend(source)
+    return config, Translator(backend, config, source.decoding, where=source.name)

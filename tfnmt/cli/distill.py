@@ -1,8 +1,9 @@
 """tfnmt distill: sequence-level knowledge distillation (Kim and Rush 2016) as a text corpus.
 
-A trained teacher (--model_dir checkpoint or --saved_model export) translates the source side
-of the training split; its translations replace the references. The result is a `text:DIR`
-corpus that any model trains on with `--data=text:DIR`:
+A trained teacher (a --model_dir checkpoint, a --saved_model export or a --server) translates
+the source side of the training split through tfnmt.Translator, as `tfnmt translate` does; its
+translations replace the references. The result is a `text:DIR` corpus that any model trains on
+with `--data=text:DIR`:
 
     DIR/train.SRC, DIR/train.TGT   training sources and the teacher's translations
     DIR/valid.*, DIR/test.*        the validation and test splits, references unchanged
@@ -10,7 +11,8 @@ corpus that any model trains on with `--data=text:DIR`:
 
 Pairs whose translation is empty are left out (counted in distill.json). Translations are
 appended to DIR/train.TGT.partial every 1,000 sentences, so an interrupted run started again
-with the same flags continues where it stopped.
+with the same flags continues where it stopped. A source cut to --max_input_length is named by
+its line in the split (SOURCE SPLIT:LINE), also after a resume.
 """
 
 import json
@@ -25,7 +27,6 @@ from tfnmt.cli.options import AverageOptions, TranslationOptions
 from tfnmt.data import sources
 from tfnmt.data.options import DataOptions
 from tfnmt.data.text_files import read_lines
-from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError, DataError
 
 CHUNK = 1000
@@ -55,8 +56,9 @@ def _read_json(path):
 
 
 def _translate_training_sources(translator, train_sources, out, target_lang, settings,
-                                batch_size):
-    """The teacher's translations of `train_sources`, resuming a partial earlier run."""
+                                batch_size, where):
+    """The teacher's translations of `train_sources` (read from `where`), resuming a partial
+    earlier run."""
     partial = os.path.join(out, f"train.{target_lang}.partial")
     state_path = partial + ".json"
     done = []
@@ -71,15 +73,30 @@ def _translate_training_sources(translator, train_sources, out, target_lang, set
     with open(partial, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in done))
         try:
-            for start in range(len(done), len(train_sources), CHUNK):
-                chunk = translate_sentences(translator, train_sources[start:start + CHUNK],
-                                            batch_size, progress=bar)
+            rest = train_sources[len(done):]
+            # Sorted by length within windows of a chunk: each chunk is whole before the next.
+            results = translator.translations(rest, n_best=1, alignments=False,
+                                              batch_size=batch_size, window=CHUNK, progress=bar,
+                                              where=where, first_line=len(done) + 1)
+            for chunk in _chunks(results, len(rest)):
                 f.write("".join(_one_line(line) + "\n" for line in chunk))
                 f.flush()
                 done += chunk
         finally:
             bar.close()
     return done, (partial, state_path)
+
+
+def _chunks(results, count):
+    """The texts of `results` ((index, Translation) of `count` sentences, by windows of CHUNK),
+    a whole chunk at a time, in order."""
+    pending = {}
+    for index, translation in results:
+        pending[index] = translation.text
+        first = index // CHUNK * CHUNK
+        if len(pending) == min(CHUNK, count - first):
+            yield [pending[i] for i in range(first, first + len(pending))]
+            pending = {}
 
 
 def run():
@@ -106,8 +123,8 @@ def run():
                 "beam_size": translator.beam_size, "data": spec.source, "source_lang": src,
                 "target_lang": tgt, "train_split": train_split, "train_limit": data.train_limit,
                 "sentences": len(train_sources)}
-    translations, scratch = _translate_training_sources(translator, train_sources, out, tgt,
-                                                        settings, batch_size)
+    translations, scratch = _translate_training_sources(
+        translator, train_sources, out, tgt, settings, batch_size, f"{spec.source} {train_split}")
     pairs = [(s, t) for s, t in zip(train_sources, translations) if s.strip() and t.strip()]
     _write_lines(os.path.join(out, f"train.{src}"), [s for s, _ in pairs])
     _write_lines(os.path.join(out, f"train.{tgt}"), [t for _, t in pairs])

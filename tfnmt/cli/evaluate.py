@@ -1,4 +1,5 @@
-"""tfnmt evaluate: sacreBLEU and chrF of a checkpoint or an exported model on a test split."""
+"""tfnmt evaluate: sacreBLEU and chrF of a checkpoint, an export or a served model on a test
+split, translated by tfnmt.Translator (the Python API's) as `tfnmt translate` translates."""
 
 import sys
 import time
@@ -11,7 +12,6 @@ from tfnmt.cli.options import TranslationOptions
 from tfnmt.data import sources
 from tfnmt.data.options import DataOptions
 from tfnmt.evaluation import bleu, length_buckets
-from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import cannot_write
 from tfnmt.evaluation.options import ScoringOptions
 from tfnmt.training.options import TrainOptions
@@ -31,12 +31,14 @@ def run():
     bleu.metric(**scoring)
     split = common.splits(data, spec)[2]
     source_sentences, references = sources.references(spec, split, data.test_limit)
-    translator.prepare(source_sentences, f"{spec.source} {split}")
     start = time.time()
     bar = console.progress_bar(total=len(source_sentences), desc="evaluate")
     try:
-        hypotheses = translate_sentences(translator, source_sentences, t.decode_batch_size,
-                                         progress=bar)
+        hypotheses = [""] * len(source_sentences)
+        for index, translation in translator.translations(
+                source_sentences, n_best=1, alignments=False, batch_size=t.decode_batch_size,
+                progress=bar, where=f"{spec.source} {split}"):
+            hypotheses[index] = translation.text
     finally:
         bar.close()
     elapsed = time.time() - start

@@ -26,7 +26,6 @@ import sys
 
 from absl import logging
 
-from tfnmt.api import Translator
 from tfnmt.cli import common, console
 from tfnmt.cli.flags import given, read, read_fields
 from tfnmt.cli.options import TranslationOptions
@@ -109,10 +108,7 @@ def run():
               else read_fields(DecodingOptions, ("n_best", "alignments")))
     answering = interactive(t)
     check(t, wanted, answering)
-    config, backend = common.open_translator(source)
-    translator = Translator(backend, config, source.decoding,
-                            where=source.client.server or source.export.saved_model
-                            or source.where.model_dir)
+    _, translator = common.open_translator(source)
     if answering:
         return _answer(t, wanted, translator)
     lines, problems = _read_input(t)
@@ -170,7 +166,7 @@ def _answer(t, wanted, translator):
             _say_if_empty(t, number, line)
             (_, result), = translator.translations(
                 [line], n_best=wanted["n_best"], alignments=wanted["alignments"] != "none",
-                batch_size=1, where=_input_name(t))
+                batch_size=1, where=_input_name(t), first_line=number)
             output.put(number - 1, _text(t, wanted, number - 1, result))
     finally:
         output.close()

@@ -97,8 +97,10 @@ VERBS = {
         [group("translation")]),
     "score": Verb(
         "log-probability of given translations, or rerank an n-best list",
-        ["model_dir", "checkpoint", *SCORING_DECODING, "input", "output", "decode_batch_size",
-         group("score")]),
+        (CHECKPOINT, ["model_dir", "checkpoint", *SCORING_DECODING]),
+        (EXPORT, ["saved_model"]),  # its `score` signature, not --signature's
+        (SERVER, [group("server")]),
+        ["input", "output", "decode_batch_size", group("score")]),
     "export": Verb(
         "export a SavedModel for TF Serving, a TFLite flatbuffer or a CTranslate2 model",
         [group("model_dir"), group("decoding"), "n_best", "alignments", group("export")]),

@@ -2,7 +2,8 @@
 (`decoding/translator.Translator`), a SavedModel (`exporters/saved_model.SavedModelTranslator`), a
 TFLite flatbuffer (`exporters/tflite.TFLiteTranslator`) or a served model
 (`serving/client.RemoteTranslator`). `serving/backends.open_backend` is the one place that picks
-and opens one; `tfnmt translate`, `evaluate`, `distill` and `bench` see only this interface.
+and opens one; `tfnmt.Translator` (api.py) wraps it for `tfnmt translate`, `evaluate`, `score`
+and `distill`, and `bench` times it bare: they see only this interface.
 """
 
 from tfnmt.errors import ConfigError
@@ -37,6 +38,7 @@ class Backend:
         that takes prefixes overrides both; here `check_prefix` refuses."""
         self.check_prefix()
 
-    def prepare(self, sentences, where):
-        """Before `sentences` (str, read from `where`) are translated: whatever the backend can
-        tell about them beforehand is said (as WHERE:LINE) or refused here."""
+    def prepare(self, sentences, where, first_line=1):
+        """Before `sentences` (str, read from `where`, the first of them its line `first_line`)
+        are translated: whatever the backend can tell about them beforehand is said (as
+        WHERE:LINE) or refused here."""

@@ -64,15 +64,16 @@ class Translator(tf.Module, Backend):
             self.target_tokenizer.tokenize(tf.constant(texts, tf.string)))
         return [tuple(piece.decode("utf-8") for piece in row) for row in pieces.to_list()]
 
-    def prepare(self, sentences, where):
+    def prepare(self, sentences, where, first_line=1):
         """Warns about each source longer than `max_input_length` subwords (cut to it), and
         logs the sources longer than the model's source window (conv_encoder's k̄) as translated
-        in chunks or, with long_input="error", refuses them naming the first one's line."""
+        in chunks or, with long_input="error", refuses them naming the first one's line (the
+        first sentence is line `first_line` of `where`)."""
         if not sentences:
             return
         lengths = self.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
         limit = self.options.max_input_length
-        for number, length in enumerate(lengths, start=1):
+        for number, length in enumerate(lengths, start=first_line):
             if length > limit:
                 logging.warning("%s:%d: %d subwords; only the first %d are translated "
                                 "(--max_input_length)", where, number, length, limit)
@@ -80,15 +81,16 @@ class Translator(tf.Module, Backend):
         if not window:
             return
         lengths = [min(int(n), limit) for n in lengths]
-        long = [number for number, n in enumerate(lengths, start=1) if n > window - 1]
+        long = [i for i, n in enumerate(lengths) if n > window - 1]
         if not long:
             return
         if self.options.long_input == "error":
-            raise DataError(f"{where}:{long[0]}: {lengths[long[0] - 1]} subwords; the model "
-                            f"reads at most {window - 1} (--source_window={window} with eos) and "
-                            f"--long_input=error ({len(long)} such line(s)); --long_input=chunk "
-                            "translates them in pieces")
-        shown = ", ".join(str(n) for n in long[:10]) + (", ..." if len(long) > 10 else "")
+            raise DataError(f"{where}:{long[0] + first_line}: {lengths[long[0]]} subwords; the "
+                            f"model reads at most {window - 1} (--source_window={window} with "
+                            f"eos) and --long_input=error ({len(long)} such line(s)); "
+                            "--long_input=chunk translates them in pieces")
+        shown = (", ".join(str(n + first_line) for n in long[:10])
+                 + (", ..." if len(long) > 10 else ""))
         logging.info("%s: %d of %d sources are longer than the source window of the model (%d "
                      "subwords and eos) and are translated in chunks: line(s) %s", where,
                      len(long), len(sentences), window - 1, shown)
@@ -215,19 +217,27 @@ class Translator(tf.Module, Backend):
     def check_scorable(self, sentences, where):
         """Refuses what `score_signature` cannot read: a model that does not decode token by
         token, a source longer than the model's source window (its translation is joined from
-        chunks, which no one target belongs to)."""
+        chunks, which no one target belongs to). Warns of each source longer than
+        `max_input_length` subwords, which is read cut to it as `translate` cuts it: once per
+        distinct source, which an n-best list repeats for each of its hypotheses."""
         if not self.model.autoregressive:
             raise ConfigError(f"score: model {self.model.registry_name!r} is not autoregressive: "
                               "it gives no probability of a target given its tokens before")
-        window = self.model.source_window
-        if not window or not sentences:
+        if not sentences:
             return
         lengths = self.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
+        window, limit = self.model.source_window, self.options.max_input_length
         for number, length in enumerate(lengths, start=1):
-            if min(int(length), self.options.max_input_length) > window - 1:
+            if window and min(int(length), limit) > window - 1:
                 raise DataError(f"{where}:{number}: {length} subwords; the model reads at most "
                                 f"{window - 1} (--source_window={window} with eos), and a "
                                 "translation in chunks has no one score")
+        warned = set()
+        for number, (sentence, length) in enumerate(zip(sentences, lengths), start=1):
+            if length > limit and sentence not in warned:
+                warned.add(sentence)
+                logging.warning("%s:%d: %d subwords; only the first %d are scored "
+                                "(--max_input_length)", where, number, length, limit)
 
     @tf.function(input_signature=[TEXT, tf.TensorSpec([None], tf.string, name="target")])
     def score_signature(self, text, target):

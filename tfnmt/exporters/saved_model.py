@@ -87,6 +87,20 @@ def read_export_info(path):
         return {}
 
 
+def _no_score_signature(path):
+    return ConfigError(f"score: {path} has no `score` signature; export it with --score, or "
+                       "score from the model directory")
+
+
+def check_recorded_score(path):
+    """Before the export at `path` is loaded: refuses it when its record (tfnmt_export.json)
+    lists its signatures without `score`. One without the record is checked once loaded
+    (SavedModelTranslator.check_scorable)."""
+    recorded = read_export_info(path).get("signatures")
+    if recorded is not None and "score" not in recorded:
+        raise _no_score_signature(path)
+
+
 def _load(path):
     """tf.saved_model.load(path); one line for a damaged export (an empty saved_model.pb gave
     "... 0 MetaGraphs", a truncated one "Cannot parse file", damaged variables an OpError or
@@ -156,8 +170,7 @@ class SavedModelTranslator(Backend):
     def check_scorable(self, sentences, where):
         """Refuses scoring through an export made without the `score` signature."""
         if "score" not in self.module.signatures:
-            raise ConfigError(f"score: {self.path} has no `score` signature; export it with "
-                              "--score, or score from the model directory")
+            raise _no_score_signature(self.path)
 
     def score_signature(self, text, target):
         return self.module.signatures["score"](text=text, target=target)

@@ -98,6 +98,22 @@ def from_server(client):
                                                 timeout=client.server_timeout))
 
 
+def check_scorable(export=ExportedModelOptions(), client=ClientOptions()):
+    """Refuses an export or a served model that has no `score` signature, as far as that is
+    known without loading it (a served model's metadata, an export's record of its
+    signatures), so that a command refuses before it reads its files. A checkpoint passes: its
+    model is checked with the sentences (the backend's `check_scorable`)."""
+    if client.server:
+        from_server(client)[1].check_scorable([], "")
+    elif export.saved_model:
+        from tfnmt.exporters import saved_model, tflite
+        if os.path.isfile(os.path.join(export.saved_model, tflite.MODEL_FILE)):
+            raise ConfigError(f"score: {export.saved_model} is a TFLite export, which gives "
+                              "translations only; score with a SavedModel exported with --score "
+                              "or with the model directory")
+        saved_model.check_recorded_score(export.saved_model)
+
+
 def open_backend(*, model_dir="", checkpoint="", options=None,
                  export=ExportedModelOptions(), client=ClientOptions()):
     """(config or None, backend): `client.server` if given, else `export.saved_model`, else

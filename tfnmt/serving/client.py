@@ -1,12 +1,14 @@
 """Client of a TF Serving (or `tfnmt serve`) REST endpoint.
 
 `RemoteTranslator` puts a served model behind the Translator interface, so `tfnmt translate`,
-`evaluate` and `bench --bench=translate` take `--server=URL --model=NAME` like they take
-`--saved_model`. Requests use the columnar format with the inputs as a plain list (TF Serving
-feeds it to the signature's only input, whatever its name). Connection errors and 503
-(model loading, batching queue full) are retried with exponential back-off, a bounded number of
-times, saying so once on stderr; any other error stops with the server's message. A sentence
-over `tfnmt serve`'s --max_sentence_chars is cut to it, with a warning naming its line.
+`evaluate`, `score`, `distill` and `bench --bench=translate` take `--server=URL
+--served_model=NAME` like they take `--saved_model`. Requests use the columnar format with the
+inputs as a plain list (TF Serving feeds it to the signature's only input, whatever its name).
+Connection errors and 503 (model loading, batching queue full) are retried with exponential
+back-off, a bounded number of times, saying so once on stderr; any other error stops with the
+server's message. A sentence over `tfnmt serve`'s --max_sentence_chars is cut to it, with a
+warning naming its line. Target prefixes and scores are refused before any is sent when the
+model's metadata lists no `prefix` or `score` signature.
 """
 
 import json
@@ -154,22 +156,30 @@ class RemoteTranslator(Backend):
     def __init__(self, client):
         self.client = client
         self.max_chars = None  # the server's --max_sentence_chars, once it has refused a sentence
-        self._source = ("input", [])  # where the sentences come from, to name their lines
+        # Where the sentences come from, to name their lines: (where, sentences, first line).
+        self._source = ("input", [], 1)
         self._warned = set()
+        self._signatures = None
 
-    def prepare(self, sentences, where):
-        """Warnings about these sentences name them WHERE:LINE (their line in the input); the
-        server's limit is learnt from its first refusal."""
-        self._source = (where, list(sentences))
+    def prepare(self, sentences, where, first_line=1):
+        """Warnings about these sentences name them WHERE:LINE (their line in the input, the
+        first one's `first_line`); the server's limit is learnt from its first refusal."""
+        self._source = (where, list(sentences), first_line)
+        if self.max_chars is not None:
+            self._name_long_lines()
 
     def _learn_limit(self, limit):
         self.max_chars = limit
-        where, sentences = self._source
-        for number, sentence in enumerate(sentences, start=1):
-            if len(sentence) > limit and sentence not in self._warned:
+        self._name_long_lines()
+
+    def _name_long_lines(self):
+        where, sentences, first_line = self._source
+        for number, sentence in enumerate(sentences, start=first_line):
+            if len(sentence) > self.max_chars and sentence not in self._warned:
                 self._warned.add(sentence)
                 logging.warning("%s:%d: %d characters; only the first %d are translated (the "
-                                "server's --max_sentence_chars)", where, number, len(sentence), limit)
+                                "server's --max_sentence_chars)", where, number, len(sentence),
+                                self.max_chars)
 
     def _fit(self, texts):
         if self.max_chars is None:
@@ -186,13 +196,33 @@ class RemoteTranslator(Backend):
         return self._predict(text)
 
     def check_prefix(self):
-        """Whether the served model has a `prefix` signature, its first answer says."""
+        """Refuses target prefixes, before any is sent, where the served model's metadata shows
+        no `prefix` signature (TF Serving would refuse each request)."""
+        if "prefix" not in self.signatures():
+            raise ConfigError(f"target prefix: {self.client.model_url} has no `prefix` "
+                              "signature; export it with --prefix")
 
     def translate_prefix(self, text, prefix):
         return self._predict(text, "prefix", prefix)
 
     def check_scorable(self, sentences, where):
-        """Whether the served model has a `score` signature, its first answer says."""
+        """Refuses scoring, before anything is sent, where the served model's metadata shows
+        no `score` signature."""
+        if "score" not in self.signatures():
+            raise ConfigError(f"score: {self.client.model_url} has no `score` signature; export "
+                              "it with --score, or score from the model directory")
+
+    def signatures(self):
+        """The served model's signature names, from its metadata (GET .../metadata, as TF
+        Serving and `tfnmt serve` give it), asked once."""
+        if self._signatures is None:
+            metadata = self.client.metadata()
+            try:
+                self._signatures = set(metadata["metadata"]["signature_def"]["signature_def"])
+            except (KeyError, TypeError):
+                raise ServerError(f"{self.client.model_url}/metadata: not a model's metadata: "
+                                  f"{str(metadata)[:100]}") from None
+        return self._signatures
 
     def score_signature(self, text, target):
         """The served model's `score` signature (an export made with --score): log_prob,

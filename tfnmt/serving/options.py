@@ -64,9 +64,10 @@ class BatchingOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ClientOptions:
-    """How `translate`, `evaluate`, `distill` and `bench --bench=serve` reach a served model."""
-    server: str = option("", "Translate through TF Serving or `tfnmt serve` at this URL "
-                         "(http://HOST:8501) instead of a local model; --served_model names "
+    """How `translate`, `evaluate`, `score`, `distill` and `bench --bench=serve` reach a served
+    model."""
+    server: str = option("", "Translate (or score) through TF Serving or `tfnmt serve` at this "
+                         "URL (http://HOST:8501) instead of a local model; --served_model names "
                          "the served model.")
     served_model: str = option(
         "", "With --server: the served model's name (NAME in the export's DIR/NAME/VERSION, or "
