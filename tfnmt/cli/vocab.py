@@ -18,12 +18,15 @@ def _train(sentences, path, what, options):
     bar = console.progress_bar(unit="sent", desc=f"{what}: reading")
 
     def counted():
-        read = 0
+        read = shown = 0
         for read, sentence in enumerate(sentences, start=1):
             yield sentence
-            if read % 4096 == 0:  # a bar's update costs more than a sentence's reading
-                bar.update(4096)
-        bar.update(read % 4096)
+            # A bar's update costs more than a sentence's reading: the first sentence shows
+            # that reading has started, then every 4,096th.
+            if read == 1 or read - shown >= 4096:
+                bar.update(read - shown)
+                shown = read
+        bar.update(read - shown)
         bar.set_description(f"{what}: training SentencePiece")
 
     try:
