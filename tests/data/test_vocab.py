@@ -47,3 +47,34 @@ def test_missing_and_garbage_files(tmp_path):
         vocab.Vocab.from_file(str(tmp_path / "bad.model"))
     with pytest.raises(DataError, match="run `tfnmt vocab"):
         vocab.load_vocabs(str(tmp_path))
+
+
+def test_vocab_reads_each_line_once_in_one_pass_and_samples_vocab_max_sentences(tmp_path,
+                                                                               monkeypatch):
+    """`tfnmt vocab` streams the corpus once, every line of both sides in order (more pairs
+    than tfnmt pulls from tf.data at a time), and SentencePiece keeps a shuffled sample of
+    --vocab_max_sentences of them (its reservoir), not the whole corpus."""
+    from conftest import run_cli, write_corpus
+    from tfnmt.data import sources
+    corpus = write_corpus(str(tmp_path / "c"), splits=(("train", 5000),))
+    read, train = [], spm.SentencePieceTrainer.train
+
+    def recording(**kwargs):
+        read.append(kwargs["input_sentence_size"])
+        read.append(kwargs["shuffle_input_sentence"])
+
+        def counted(sentences):
+            for sentence in sentences:
+                read.append(sentence)
+                yield sentence
+        return train(**dict(kwargs, sentence_iterator=counted(kwargs["sentence_iterator"])))
+    monkeypatch.setattr(spm.SentencePieceTrainer, "train", recording)
+    assert sources._PULLED < 5000
+    assert run_cli("vocab", f"--model_dir={tmp_path / 'm'}", f"--data=text:{corpus}",
+                   "--source_lang=en", "--target_lang=de", "--vocab_size=40",
+                   "--vocab_type=word", "--vocab_max_sentences=300") == 0
+    en = open(f"{corpus}/train.en", encoding="utf-8").read().splitlines()
+    de = open(f"{corpus}/train.de", encoding="utf-8").read().splitlines()
+    assert read[:2] == [300, True]
+    assert read[2:] == [s for pair in zip(en, de) for s in pair]
+    assert vocab.Vocab.from_file(str(tmp_path / "m" / vocab.JOINT_FILE)).size > 4
