@@ -74,10 +74,7 @@ def _translate_training_sources(translator, train_sources, out, target_lang, set
         f.write("".join(line + "\n" for line in done))
         try:
             rest = train_sources[len(done):]
-            # Sorted by length within windows of a chunk: each chunk is whole before the next.
-            results = translator.translations(rest, n_best=1, alignments=False,
-                                              batch_size=batch_size, window=CHUNK, progress=bar,
-                                              where=where, first_line=len(done) + 1)
+            results = _translated(translator, rest, batch_size, bar, where, len(done) + 1)
             for chunk in _chunks(results, len(rest)):
                 f.write("".join(_one_line(line) + "\n" for line in chunk))
                 f.flush()
@@ -85,6 +82,17 @@ def _translate_training_sources(translator, train_sources, out, target_lang, set
         finally:
             bar.close()
     return done, (partial, state_path)
+
+
+def _translated(translator, sources, batch_size, bar, where, first_line):
+    """(index, Translation) of `sources`, a CHUNK at a time: each chunk is looked at (its
+    over-long lines named) and sorted by length only when its turn comes, never the whole
+    corpus at once."""
+    for start in range(0, len(sources), CHUNK):
+        for index, translation in translator.translations(
+                sources[start:start + CHUNK], n_best=1, alignments=False,
+                batch_size=batch_size, progress=bar, where=where, first_line=first_line + start):
+            yield start + index, translation
 
 
 def _chunks(results, count):
