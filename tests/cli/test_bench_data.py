@@ -43,3 +43,50 @@ def test_the_data_bench_counts_an_epoch_and_resumes_at_its_batch(tmp_path):
     assert result["epoch_batches"] > 4 and result["resumed_after_batch"] == after
     assert result["resumed_position"] == [0, after + 1]
     assert result["state_bytes"] > 0 and result["peak_rss_mb"] > 0
+
+
+def test_the_data_bench_runs_on_tfds_mock_data(tmp_path):
+    from tfnmt.cli import bench_data
+    from tfnmt.data import sources
+    model_dir, output = tmp_path / "m", tmp_path / "bench.json"
+    assert run_cli("bench", "--bench=data", f"--model_dir={model_dir}",
+                   "--data=tfds:wmt14_translate/de-en", "--source_lang=en", "--target_lang=de",
+                   "--bench_tfds_mock=200", "--bench_resume_at=0.5", "--vocab_size=40",
+                   "--vocab_type=char", "--batch_tokens=256", f"--bench_output={output}") == 0
+    result = json.loads(output.read_text())
+    assert result["data"] == "tfds:wmt14_translate/de-en" and result["tfds_mock"] == 200
+    # The mock's 200 examples, each once: their target tokens and eos, from the vocabulary.
+    with bench_data.mock_tfds(200):
+        targets = [t.decode() for _, t in sources.pairs(
+            sources.DataSpec("tfds:wmt14_translate/de-en", "en", "de"), "train")
+            .as_numpy_iterator()]
+    target_vocab = vocab.load_vocabs(str(model_dir))[1]
+    assert result["vocab_seconds"] > 0 and result["epoch_sentences"] == len(targets) == 200
+    assert result["epoch_target_tokens"] == sum(len(target_vocab.encode(t)) + 1 for t in targets)
+    assert result["first_batch_seconds"] > 0 and result["target_tokens_per_second"] > 0
+    after = int(0.5 * result["epoch_batches"]) - 1
+    assert result["resumed_after_batch"] == after and result["resumed_position"] == [0, after + 1]
+    assert result["resume_seconds"] > 0 and result["peak_rss_mb"] > 0
+
+
+def test_the_benchs_tfds_mock_resumes_inside_a_split(tmp_path):
+    # The bench's resume saves TFDS's reader mid-split once the split outgrows what the
+    # pipeline reads ahead (thousands of pairs); here the reader is saved after a few pairs.
+    import tensorflow as tf
+
+    from tfnmt.cli import bench_data
+    from tfnmt.data import sources
+    spec = sources.DataSpec("tfds:wmt14_translate/de-en", "en", "de")
+    options = tf.data.Options()
+    # As the training stream (data/pipeline.py): the examples' Python function is not state.
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    with bench_data.mock_tfds(50):
+        whole = list(sources.pairs(spec, "train").as_numpy_iterator())
+        iterator = iter(sources.pairs(spec, "train").with_options(options))
+        first = [next(iterator) for _ in range(5)]
+        path = tf.train.Checkpoint(data=iterator).save(str(tmp_path / "it"))
+        restored = iter(sources.pairs(spec, "train").with_options(options))
+        tf.train.Checkpoint(data=restored).restore(path).assert_consumed()
+        rest = [(s.numpy(), t.numpy()) for s, t in restored]
+    assert len(whole) == 50 and len(set(whole)) == 50
+    assert [(s.numpy(), t.numpy()) for s, t in first] + rest == whole

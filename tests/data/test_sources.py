@@ -38,3 +38,18 @@ def test_multi30k_real_copy_through_the_source_spec(multi30k_dir, tmp_path):
         assert first[1].decode() == f.readline().strip()
     with pytest.raises(ConfigError, match="splits .*'test'.*not 'dev'"):
         sources.pairs(spec, "dev")
+
+
+def test_a_tfds_source_streams_its_examples(monkeypatch):
+    # The mock makes each example when it is read: counting them tells how far the source
+    # read to give its first pair.
+    from tensorflow_datasets.testing import mocking
+    made = []
+    make = mocking.RandomFakeGenerator._generate_example
+    monkeypatch.setattr(mocking.RandomFakeGenerator, "_generate_example",
+                        lambda self, rng: made.append(1) or make(self, rng))
+    spec = sources.DataSpec("tfds:wmt14_translate/de-en", "en", "de")
+    with tfds.testing.mock_data(num_examples=5000):
+        first = next(sources.pairs(spec, "train").as_numpy_iterator())
+    assert isinstance(first[0], bytes) and first[0] and first[1]
+    assert 1 <= len(made) < 100

@@ -18,6 +18,9 @@ Measured, in this order, in one process:
                             (the vocabulary's peak is cleared first, where Linux allows)
 A model's source window (conv_encoder) would lower the source length limit; the bench uses the
 flags' limits as they are.
+With --bench_tfds_mock=N (and --data=tfds:NAME), all of it runs on TFDS's mock data: N random
+examples per split, made as they are read by TFDS's generator of mock examples (`mock_tfds`), no
+files and no network; the generator's Python cost is part of the figures.
 """
 
 import glob
@@ -31,12 +34,14 @@ from tfnmt.cli.flags import read, read_fields
 from tfnmt.cli.options import ModelDirOptions
 from tfnmt.data import pipeline, vocab
 from tfnmt.data.options import DataOptions, VocabOptions
-from tfnmt.errors import DataError, UserError
+from tfnmt.errors import ConfigError, DataError, UserError
 from tfnmt.training.checkpoints import Checkpoints
 from tfnmt.training.stream_state import SavedStream
 from tfnmt.training.options import TrainOptions
 
 BATCHING = ("batch_tokens", "batch_size", "max_source_length", "max_target_length")
+# --bench_tfds_mock's examples made at a time.
+_MOCK_BLOCK = 256
 
 
 def _peak_rss_mb():
@@ -72,18 +77,57 @@ def epoch_batches(stream):
 
 
 def bench_data(bench):
+    data = read(DataOptions)
+    spec = common.data_spec(data)
+    if not bench.bench_tfds_mock:
+        return _measure(bench, data, spec)
+    if spec.kind != "tfds":
+        raise ConfigError(f"--bench_tfds_mock mocks a tfds:NAME source, not {spec.source}")
+    with mock_tfds(bench.bench_tfds_mock):
+        return _measure(bench, data, spec)
+
+
+def mock_tfds(examples):
+    """tfds.testing.mock_data with `examples` random examples per split, made as they are read
+    (no files, no network) by TFDS's own generator of mock examples, read by index."""
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+    from tensorflow_datasets.testing import mocking
+
+    # The mock's own dataset is a Python generator, whose iterator a checkpoint cannot save
+    # (UnimplementedError): the resume could not be timed once a split outgrows what the
+    # pipeline reads ahead. A range of indices can be saved, as TFDS's reader of files can.
+    def as_dataset(builder, split, decoders=None, read_config=None, shuffle_files=False):
+        features = builder.info.features
+        specs = tf.nest.map_structure(lambda info: info.to_tensor_spec(),
+                                      features.get_tensor_info())
+        flat = tf.nest.flatten(specs)
+        made = mocking.RandomFakeGenerator(features, examples)
+
+        def block(indices):
+            values = tf.py_function(
+                lambda chunk: [list(leaves) for leaves in zip(*(
+                    tf.nest.flatten(made[int(i)]) for i in chunk.numpy()))],
+                [indices], [spec.dtype for spec in flat])
+            return tf.nest.pack_sequence_as(specs, [
+                tf.ensure_shape(value, [None, *spec.shape]) for value, spec in zip(values, flat)])
+        # Made a block at a time: a call of Python from tf.data costs more than an example.
+        return tf.data.Dataset.range(examples).batch(_MOCK_BLOCK).map(block).unbatch()
+    return tfds.testing.mock_data(num_examples=examples, as_dataset_fn=as_dataset)
+
+
+def _measure(bench, data, spec):
     from tfnmt.cli.vocab import build_vocab
     from tfnmt.data import sources
     from tfnmt.training.trainer import _training_stream
 
-    model_dir, data = read(ModelDirOptions).model_dir, read(DataOptions)
+    model_dir = read(ModelDirOptions).model_dir
     common.require(model_dir=model_dir)
     options = read(TrainOptions)
-    spec = common.data_spec(data)
     split = common.splits(data, spec)[0]
-    result = {"bench": "data", "data": spec.source, "split": split,
-              "batch_tokens": options.batch_tokens, "batch_size": options.batch_size,
-              "shuffle_buffer": options.shuffle_buffer}
+    result = {"bench": "data", "data": spec.source, "tfds_mock": bench.bench_tfds_mock,
+              "split": split, "batch_tokens": options.batch_tokens,
+              "batch_size": options.batch_size, "shuffle_buffer": options.shuffle_buffer}
     try:
         vocab.vocab_paths(model_dir)
     except DataError:  # none yet: train it, as `tfnmt vocab` would

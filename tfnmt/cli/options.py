@@ -94,6 +94,10 @@ class BenchOptions:
     bench_resume_at: float = option(
         0.9, "--bench=data: time a resume after this share of an epoch's batches.",
         bounds="[0, 1]")
+    bench_tfds_mock: int = option(
+        0, "--bench=data with --data=tfds:NAME: run on TFDS's mock data (tfds.testing.mock_data), "
+        "this many random examples per split, instead of the prepared dataset (0: the dataset).",
+        bounds=">= 0")
     bench_output: str = option(
         "", "Also write the result (the JSON printed last) to this file, indented.")
     bench_clients: int = option(8, "--bench=serve: concurrent clients.", bounds=">= 1")

@@ -156,7 +156,7 @@ VERBS = {
         (_bench("data"), ["model_dir", *DATA_SOURCE, "train_split", "train_limit",
                           group("vocabulary"), "seed", "batch_tokens", "batch_size",
                           "shuffle_buffer", "max_source_length", "max_target_length",
-                          "bench_resume_at"])),
+                          "bench_resume_at", "bench_tfds_mock"])),
 }
 
 

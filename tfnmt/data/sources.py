@@ -4,7 +4,8 @@ A source spec is one string:
   multi30k               project TFDS builder (Multi30k task 1, en/de/fr/cs)
   iwslt14                project TFDS builder (IWSLT14 de-en, fairseq split)
   tfds:NAME              any TFDS translation dataset, e.g. tfds:wmt14_translate/de-en
-  text:DIR               plain files DIR/{split}.{lang} (or .gz), read as streams, e.g.
+  text:DIR               plain files DIR/{split}.{lang} (or .gz), read as streams, or their
+                         shards DIR/{split}.{lang}-SUFFIX read in turn, e.g.
                          text:../shared/data/multi30k
 
 Every source yields a `tf.data.Dataset` of (source string, target string) pairs.
@@ -97,9 +98,8 @@ def _text_pairs(spec, split, limit):
     directory = spec.location
     if not directory:
         raise ConfigError("--data=text:DIR needs a directory")
-    return text_files.parallel_dataset(
-        text_files.corpus_file(directory, f"{split}.{spec.source_lang}"),
-        text_files.corpus_file(directory, f"{split}.{spec.target_lang}"), limit)
+    return text_files.sharded_parallel_dataset(text_files.corpus_shards(
+        directory, f"{split}.{spec.source_lang}", f"{split}.{spec.target_lang}"), limit)
 
 
 def pairs(spec, split, limit=0):
