@@ -42,3 +42,9 @@ class Backend:
         """Before `sentences` (str, read from `where`, the first of them its line `first_line`)
         are translated: whatever the backend can tell about them beforehand is said (as
         WHERE:LINE) or refused here."""
+
+
+def no_score_signature(where):
+    """The refusal of an export or a served model (`where`) made without --score."""
+    return ConfigError(f"score: {where} has no `score` signature; export it with --score, or "
+                       "score from the model directory")

@@ -21,7 +21,7 @@ import os
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from tfnmt.decoding.backend import Backend
+from tfnmt.decoding.backend import Backend, no_score_signature
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
 from tfnmt.exporters.versions import write_version
@@ -87,18 +87,13 @@ def read_export_info(path):
         return {}
 
 
-def _no_score_signature(path):
-    return ConfigError(f"score: {path} has no `score` signature; export it with --score, or "
-                       "score from the model directory")
-
-
 def check_recorded_score(path):
     """Before the export at `path` is loaded: refuses it when its record (tfnmt_export.json)
     lists its signatures without `score`. One without the record is checked once loaded
     (SavedModelTranslator.check_scorable)."""
     recorded = read_export_info(path).get("signatures")
     if recorded is not None and "score" not in recorded:
-        raise _no_score_signature(path)
+        raise no_score_signature(path)
 
 
 def _load(path):
@@ -170,7 +165,7 @@ class SavedModelTranslator(Backend):
     def check_scorable(self, sentences, where):
         """Refuses scoring through an export made without the `score` signature."""
         if "score" not in self.module.signatures:
-            raise _no_score_signature(self.path)
+            raise no_score_signature(self.path)
 
     def score_signature(self, text, target):
         return self.module.signatures["score"](text=text, target=target)

@@ -19,7 +19,7 @@ import numpy as np
 import requests
 from absl import logging
 
-from tfnmt.decoding.backend import Backend
+from tfnmt.decoding.backend import Backend, no_score_signature
 from tfnmt.errors import ConfigError, UserError
 from tfnmt.serving.options import ClientOptions
 from tfnmt.serving.status import sentence_limit
@@ -209,8 +209,7 @@ class RemoteTranslator(Backend):
         """Refuses scoring, before anything is sent, where the served model's metadata shows
         no `score` signature."""
         if "score" not in self.signatures():
-            raise ConfigError(f"score: {self.client.model_url} has no `score` signature; export "
-                              "it with --score, or score from the model directory")
+            raise no_score_signature(self.client.model_url)
 
     def signatures(self):
         """The served model's signature names, from its metadata (GET .../metadata, as TF
