@@ -158,23 +158,32 @@ def test_other_models_are_refused_in_one_line(trained_model, tmp_path, capsys, m
 def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained_model, corpus,
                                                                          capsys, tmp_path,
                                                                          monkeypatch):
-    """With a sibling process holding a core, the table prints no ratio and says why; every
-    engine ran in a process of its own, not this one. (tfnmt's --xla_decoding export is left
-    out to save its compilations: tests/decoding/test_compiled.py holds it to the other.)"""
+    """With a sibling process holding a core while the engines run, the table prints no ratio
+    and says why; every engine ran in a process of its own, not this one. (tfnmt's
+    --xla_decoding export is left out to save its compilations: tests/decoding/test_compiled.py
+    holds it to the other.)"""
     import subprocess
     import sys
 
     from tfnmt.cli import bench_ctranslate2
     monkeypatch.setattr(bench_ctranslate2, "TFNMT_VARIANTS", bench_ctranslate2.TFNMT_VARIANTS[:1])
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        assert run_cli("bench", "--bench=translate", "--compare_ctranslate2",
-                       f"--model_dir={trained_model}", f"--data=text:{corpus}",
-                       "--bench_sentences=12", "--bench_latency_sentences=3",
-                       "--decode_batch_size=4", "--beam_size=2", "--length_penalty_mode=length",
-                       f"--bench_output={tmp_path / 'bench.json'}") == 0
-    finally:
-        busy.kill()
+    run_engine = bench_ctranslate2._run_engine
+
+    def beside_a_busy_sibling(spec, tmp):
+        # Every timed pass is inside an engine's process: the sibling spins only while one runs,
+        # not through the exports before them, which would take a core from the other workers.
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            return run_engine(spec, tmp)
+        finally:
+            busy.kill()
+            busy.wait()
+    monkeypatch.setattr(bench_ctranslate2, "_run_engine", beside_a_busy_sibling)
+    assert run_cli("bench", "--bench=translate", "--compare_ctranslate2",
+                   f"--model_dir={trained_model}", f"--data=text:{corpus}",
+                   "--bench_sentences=12", "--bench_latency_sentences=3",
+                   "--decode_batch_size=4", "--beam_size=2", "--length_penalty_mode=length",
+                   f"--bench_output={tmp_path / 'bench.json'}") == 0
     lines = capsys.readouterr().out.strip().splitlines()
     result = json.loads(lines[-1])
     assert json.loads((tmp_path / "bench.json").read_text()) == result
