@@ -21,7 +21,6 @@ committed there.
 """
 
 import dataclasses
-import gc
 import glob
 import os
 import shutil
@@ -119,8 +118,7 @@ def train(run, forwarded, budget, command):
             f"--model_dir={run.directory}", f"--seed={run.seed}", "--evaluate_at_end=false"]
     logging.info("experiment: training %s (%s)", run.name, run.directory)
     status = command(args)
-    keras.backend.clear_session()
-    gc.collect()
+    keras.backend.clear_session()  # which collects the garbage too (free_memory=True)
     if status != 0:
         raise UserError("training did not finish (the line above says why)")
     os.makedirs(run.directory, exist_ok=True)
@@ -281,6 +279,5 @@ def score(run, root, settings, record=None):
         logging.info("experiment: %s %s: BLEU %.2f  chrF %.2f  (%.1f sentences/s)", run.name,
                      split, test["bleu"], test["chrf"], test["sentences_per_second"])
     write_json(os.path.join(run.directory, SCORES_FILE), result)
-    keras.backend.clear_session()
-    gc.collect()
+    keras.backend.clear_session()  # which collects the garbage too (free_memory=True)
     return result
