@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 
 from tfnmt.data.vocab import EOS_ID, PAD_ID
-from tfnmt.decoding import translator as translator_lib
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.serving.backends import from_checkpoint
 
@@ -56,7 +55,7 @@ def _calls(graph):
             if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
 
 
-def test_the_halves_are_two_calls_of_one_function_and_a_small_batch_one(trained_model):
+def test_the_halves_are_two_calls_of_one_function_and_tflites_search_inline(trained_model):
     _, translator = from_checkpoint(trained_model, "", DecodingOptions(beam_size=2))
     spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)]
     graph = tf.function(translator.search).get_concrete_function(*spec).graph
@@ -66,9 +65,9 @@ def test_the_halves_are_two_calls_of_one_function_and_a_small_batch_one(trained_
                        for name in ("then_branch", "else_branch"))
     assert [op.get_attr("f").name for op in _calls(then)] == \
         [_calls(otherwise)[0].get_attr("f").name] * 2
-    # A batch known to be smaller (TFLite's one sentence) is searched whole, with no cond.
-    fixed = [tf.TensorSpec([translator_lib.SPLIT_SENTENCES - 1, None], tf.int32),
-             tf.TensorSpec([translator_lib.SPLIT_SENTENCES - 1], tf.int32)]
-    graph = tf.function(translator.search).get_concrete_function(*fixed).graph
-    assert len(_calls(graph)) == 1
+    # TFLite's search (halves=False) is inline: no cond, and no function call, which TFLite
+    # would not convert (tests/models/test_contract.py converts every model).
+    graph = tf.function(lambda source, lengths: translator.search(
+        source, lengths, halves=False)).get_concrete_function(*spec).graph
+    assert not _calls(graph)
     assert not [op for op in graph.get_operations() if op.type in ("If", "StatelessIf")]

@@ -278,7 +278,7 @@ class Translator(tf.Module, Backend):
         return {"translations": tf.where(empty, "", translations),
                 "scores": tf.where(empty, 0.0, scores)}
 
-    def translate_ids(self, source, lengths, searcher=None, prefix=None):
+    def translate_ids(self, source, lengths, searcher=None, prefix=None, halves=True):
         """Padded source ids [B, S] (eos-terminated) and their lengths without eos [B] ->
         (ids [B, T] padded with PAD_ID, scores [B]) of the best translation, which starts with
         `prefix` int32 [B, P] (PAD_ID after each row's), if given. Shared by the SavedModel and
@@ -286,7 +286,7 @@ class Translator(tf.Module, Backend):
         searcher = searcher or self.searcher
         window = self.model.source_window
         if not window:
-            ids, scores = self.search(source, lengths, searcher, prefix=prefix)
+            ids, scores = self.search(source, lengths, searcher, prefix=prefix, halves=halves)
             return ids[:, 0], scores[:, 0]
         if self.options.long_input == "error":
             tf.debugging.assert_less_equal(
@@ -298,24 +298,26 @@ class Translator(tf.Module, Backend):
             # A sentence's prefix starts the translation of its first chunk.
             first = tf.concat([[True], tf.not_equal(sentence[1:], sentence[:-1])], axis=0)
             prefix = tf.where(first[:, None], tf.gather(prefix, sentence), PAD_ID)
-        ids, scores = self.search(chunks, chunk_lengths, searcher, prefix=prefix)
+        ids, scores = self.search(chunks, chunk_lengths, searcher, prefix=prefix,
+                                  halves=halves)
         return chunking.join(ids[:, 0], scores[:, 0], sentence, tf.shape(lengths)[0])
 
-    def search(self, source, lengths, searcher=None, n_best=1, prefix=None):
+    def search(self, source, lengths, searcher=None, n_best=1, prefix=None, halves=True):
         """(ids [B, n_best, T], scores [B, n_best]) of sources that fit the model's window.
 
-        A batch of at least SPLIT_SENTENCES sentences is searched as two halves side by side:
-        one function, called twice, whose calls TensorFlow runs at once on its inter-op threads
-        (one search's small per-step ops then fill the time the other's leave idle)."""
+        With `halves`, a batch of at least SPLIT_SENTENCES sentences is searched as two halves
+        side by side: one function, called twice, whose calls TensorFlow runs at once on its
+        inter-op threads (one search's small per-step ops then fill the time the other's leave
+        idle). Without (TFLite: one thread, and no function calls to convert), inline."""
         searcher = searcher or self.searcher
+        tensors = (source, lengths) if prefix is None else (source, lengths, prefix)
+        if not halves:
+            return self._search(searcher, n_best, *tensors)
         key = (id(searcher), n_best, prefix is None)
         if key not in self._searches:
             self._searches[key] = tf.function(
                 lambda *tensors: self._search(searcher, n_best, *tensors))
         run = self._searches[key]
-        tensors = (source, lengths) if prefix is None else (source, lengths, prefix)
-        if source.shape[0] is not None and source.shape[0] < SPLIT_SENTENCES:
-            return run(*tensors)  # a fixed small batch (TFLite's one sentence)
         batch = tf.shape(source)[0]
         return tf.cond(batch >= SPLIT_SENTENCES, lambda: _halves(run, batch, tensors),
                        lambda: run(*tensors))

@@ -46,7 +46,7 @@ class _IdTranslator(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([1, None], tf.int32, name="source_ids")])
     def translate_ids(self, source_ids):
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1) - 1
-        ids, scores = self.translator.translate_ids(source_ids, lengths)
+        ids, scores = self.translator.translate_ids(source_ids, lengths, halves=False)
         return {"ids": ids, "scores": scores}
 
 
