@@ -134,6 +134,15 @@ def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, mo
                        "none")
 
 
+def test_a_converter_error_is_told_by_its_first_error_line_not_its_dumps_last():
+    message = ("Could not translate MLIR to FlatBuffer.\n"
+               "<unknown>:0: error: loc(\"while\"): 'tfl.while' op body has 3 results\n"
+               "<unknown>:0: note: see current operation:\n"
+               "%0 = \"tfl.while\"() ({\n  ^bb0:\n}")
+    assert tflite._reason(message) == "loc(\"while\"): 'tfl.while' op body has 3 results"
+    assert tflite._reason("one line") == "one line"
+
+
 def test_quantize_needs_the_tflite_format(dense_model, tmp_path, capsys):
     model_dir, _ = dense_model
     assert run_cli("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path}",

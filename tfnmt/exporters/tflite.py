@@ -66,12 +66,22 @@ def convert(translator, quantize):
     try:
         return converter.convert()
     except Exception as error:  # the converter raises ConverterError and assorted others
-        blocking = sorted(set(re.findall(r"'(tf\.\w+)' op is neither a custom op nor a flex op",
-                                         str(error))))
-        what = ("ops with no TFLite builtin: " + ", ".join(blocking)) if blocking else \
-            str(error).strip().splitlines()[-1][:300]
         name = getattr(translator.model, "registry_name", type(translator.model).__name__)
-        raise ConfigError(f"model {name!r} cannot be converted to TFLite: {what}") from None
+        raise ConfigError(f"model {name!r} cannot be converted to TFLite: "
+                          f"{_reason(str(error))}") from None
+
+
+def _reason(message):
+    """One line of a converter's error: the ops TFLite lacks, else its first 'error:' line
+    (the message goes on with notes and MLIR dumps, whose last line may be a lone '}'), else
+    its last line."""
+    blocking = sorted(set(re.findall(r"'(tf\.\w+)' op is neither a custom op nor a flex op",
+                                     message)))
+    if blocking:
+        return "ops with no TFLite builtin: " + ", ".join(blocking)
+    lines = message.strip().splitlines() or [""]
+    errors = [line.split("error:", 1)[1].strip() for line in lines if "error:" in line]
+    return (errors[0] if errors else lines[-1])[:300]
 
 
 def export(translator, model_dir, export_dir, name, version=0, config=None, quantize="none"):
