@@ -89,3 +89,20 @@ def test_an_unknown_shrink_mode_is_one_error_line(corpus, tmp_path, capsys):
     errors = [l for l in capsys.readouterr().err.splitlines() if "error" in l]
     assert len(errors) == 1 and errors[0].startswith("tfnmt train: error:")
     assert "--lr_shrink_mode" in errors[0] and "after_first_rise" in errors[0]
+
+
+def test_a_global_seed_of_zero_still_makes_a_stream_of_distinct_epochs(tiny_vocab):
+    """`tfnmt train --seed=0` sets TensorFlow's global seed to 0, under which the epoch's
+    tensor seed once failed the shuffle ("a symbolic tf.Tensor as a Python bool")."""
+    import keras
+    pairs = synthetic_pairs(40, seed=3)
+    data = tf.data.Dataset.from_tensor_slices(([p[0] for p in pairs], [p[1] for p in pairs]))
+    keras.utils.set_random_seed(0)
+    try:
+        stream = pipeline.training_stream(data, tiny_vocab, tiny_vocab, seed=7, batch_size=40,
+                                          max_source_length=10, max_target_length=10)
+        first, second = [batch[0]["source"].numpy() for batch in stream.take(2)]
+    finally:
+        keras.utils.set_random_seed(1)
+    assert sorted(map(tuple, first)) == sorted(map(tuple, second))  # one epoch each
+    assert not np.array_equal(first, second)  # shuffled differently

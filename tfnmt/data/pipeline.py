@@ -87,6 +87,12 @@ def training_epoch(pairs, source_vocab, target_vocab, *, epoch, seed, batch_toke
     batch)}, labels [B, T]. The position lets the trainer checkpoint exactly where it is and
     resume at the next batch; epoch_end lets it validate per epoch.
     """
+    graph = tf.compat.v1.get_default_graph()
+    if not tf.executing_eagerly() and graph.seed is not None and graph.seed % (2**31 - 1) == 0:
+        # TensorFlow compares (global seed, op seed) with (0, 0) in Python, which fails on a
+        # tensor op seed (the epoch's, in a dataset function) when the global seed is 0
+        # (`--seed=0`): that function takes TensorFlow's seed for "none set" instead.
+        graph.seed = None
     dataset = (pairs.shuffle(shuffle_buffer, seed=seed + epoch, reshuffle_each_iteration=False)
                .apply(tokenize(source_vocab, target_vocab))
                .apply(filter_length(max_source_length, max_target_length))
