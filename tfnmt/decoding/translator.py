@@ -334,8 +334,8 @@ class Translator(tf.Module, Backend):
 
 
 # The smallest batch searched in halves. Two halves, not more: Transformer-small at beam 5, 32
-# sentences a batch, on the 2-core CPU: 1.12-1.15x the whole batch's sentences/s; three parts
-# 0.91x, four 0.85x (docs/benchmarks.md).
+# sentences a batch, on the 2-core CPU: 1.16x the whole batch's sentences/s; three parts 0.91x,
+# four 0.85x (docs/benchmarks.md).
 SPLIT_SENTENCES = 8
 
 
