@@ -95,3 +95,22 @@ def test_an_incoherent_measurement_fails_the_bench(monkeypatch, capsys):
     assert err.strip().splitlines() == [
         "tfnmt bench: error: incoherent measurement, do not use these figures: "
         + "; ".join(doctored["incoherent"])]
+
+
+def test_the_bfloat16_variant_is_measured_where_the_cpu_has_bfloat16_products():
+    names = [name for name, _ in compare.native_variants(["avx2", "avx512f"])]
+    assert names == ["float32", "float32 xla"]
+    names = [name for name, _ in compare.native_variants(["avx512f", "avx512_bf16"])]
+    assert names == ["float32", "float32 xla", "bfloat16"]
+    assert "bfloat16" in [name for name, _ in compare.native_variants(["amx_bf16"])]
+
+
+def test_a_saved_model_stands_for_its_own_variant_only():
+    from tfnmt.decoding.options import DecodingOptions
+    variants = dict(compare.TFNMT_VARIANTS)
+    exported = DecodingOptions(beam_size=5, decode_dtype="bfloat16")
+    assert compare.variant_options(exported, variants["bfloat16"]) == exported
+    for name in ("float32", "float32 xla"):
+        made = compare.variant_options(exported, variants[name])
+        assert made != exported and made.decode_dtype == "float32" and made.beam_size == 5
+    assert compare.variant_options(exported, variants["float32 xla"]).xla_decoding

@@ -3,8 +3,9 @@ SavedModel and by CTranslate2 (converted as `tfnmt export --format=ctranslate2` 
 same test sentences and batches sorted by length, SentencePiece included on both sides.
 
 Each engine runs alone in a process of its own (cli/bench_engine.py), one after the other:
-tfnmt float32 (the default export, then with --xla_decoding), then CTranslate2 in every compute
-type the CPU supports, float32 first. Each
+tfnmt float32 (the default export, then with --xla_decoding), tfnmt --decode_dtype=bfloat16 on a
+CPU with bfloat16 instructions, then CTranslate2 in every compute type the CPU supports, float32
+first. Each
 makes a warm-up pass and REPEATS timed passes, and measures over each pass the share of the
 machine other processes used; the table gives medians, float32 against float32 and each
 engine's fastest variant against the other's, and no ratio if others used more than MAX_OTHERS
@@ -51,7 +52,7 @@ def _saved_model_weights(path):
     for weight in model.weights:
         if weight.path not in saved or tuple(saved[weight.path].shape) != tuple(weight.shape):
             raise ConfigError(f"{path}: no variable {weight.path} of shape {tuple(weight.shape)}")
-        weight.assign(saved[weight.path].numpy())
+        weight.assign(tf.cast(saved[weight.path], weight.dtype))  # a bfloat16 export's too
     # The tokenizers hold their SentencePiece models as an attribute of the op that creates them.
     protos = []
     for tokenizer in module.tokenizers:
@@ -74,7 +75,9 @@ def _checkpoint_weights(source):
         raise ConfigError("--compare_ctranslate2: not for an ensemble (several --model_dir or "
                           "--checkpoint): CTranslate2 converts one model")
     check_model(read_config(model_dir)["model"])
-    config, translator = common.load_translator(source.where, source.decoding)
+    # The checkpoint's own weights: each variant rounds them as it is made.
+    config, translator = common.load_translator(
+        source.where, dataclasses.replace(source.decoding, decode_dtype="float32"))
     return (config, translator.model, *load_vocabs(model_dir), translator.options)
 
 
@@ -125,8 +128,14 @@ def compare(bench, data, batch, source):
     return result
 
 
-# tfnmt's exports: (name, --xla_decoding).
-TFNMT_VARIANTS = (("float32", False), ("float32 xla", True))
+# tfnmt's exports: (name, the decoding options that make it).
+TFNMT_VARIANTS = (("float32", {}), ("float32 xla", {"xla_decoding": True}),
+                  ("bfloat16", {"decode_dtype": "bfloat16"}))
+# The instructions without which the bfloat16 variant is not measured (TensorFlow would emulate
+# its products, slower than float32's).
+BFLOAT16_INSTRUCTIONS = {"avx512_bf16", "amx_bf16"}
+# What a variant does not name is as in the default export.
+_VARIANT_DEFAULTS = {"xla_decoding": False, "decode_dtype": "float32"}
 # Timed passes per engine and decode; the figures are their medians.
 REPEATS = 3
 # Above this share of the machine used by other processes during any timed pass, no ratio is
@@ -158,20 +167,21 @@ def _test_batches(bench, data, config, source_vocab, batch):
 
 
 def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, decodes, test):
-    """What each engine process is given: tfnmt's SavedModels, without and with --xla_decoding
-    (the beam of a --saved_model is that export), and the model converted to CTranslate2 once,
-    for each compute type the CPU has, float32 first."""
+    """What each engine process is given: tfnmt's SavedModels of each of TFNMT_VARIANTS the CPU
+    runs natively (a --saved_model is the beam decode of the variant it was exported as), and
+    the model converted to CTranslate2 once, for each compute type the CPU has, float32
+    first."""
     from tfnmt.decoding.translator import Translator
     from tfnmt.exporters import ctranslate2 as ct2_export
     from tfnmt.exporters import saved_model
     common_spec = {"batches": test.batches, "singles": test.singles, "repeats": REPEATS}
     specs = []
-    for variant, xla in TFNMT_VARIANTS:
-        paths = {name: (saved if saved and name == "beam" and o.xla_decoding == xla else
-                        saved_model.export(Translator(model, source_vocab, target_vocab,
-                                                      dataclasses.replace(o, xla_decoding=xla)),
+    for variant, changes in native_variants(machine()["instructions"]):
+        wanted = {name: variant_options(o, changes) for name, o in decodes.items()}
+        paths = {name: (saved if saved and name == "beam" and o == decodes["beam"] else
+                        saved_model.export(Translator(model, source_vocab, target_vocab, o),
                                            tmp, f"{name}-{variant}".replace(" ", "-"), 1, config))
-                 for name, o in decodes.items()}
+                 for name, o in wanted.items()}
         specs.append(dict(common_spec, engine="tfnmt", variant=variant, decodes=paths))
     ct2_dir = os.path.join(tmp, "ctranslate2")
     ct2_export.save(model, source_vocab, target_vocab, decodes["beam"], ct2_dir)
@@ -190,6 +200,19 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
     types = sorted(ctranslate2.get_supported_compute_types("cpu"),
                    key=lambda t: (t != "float32", t))
     return specs + [dict(ct2_spec, variant=t) for t in types]
+
+
+def native_variants(instructions):
+    """The TFNMT_VARIANTS a CPU with `instructions` (machine()) runs natively."""
+    bfloat16 = bool(set(instructions) & BFLOAT16_INSTRUCTIONS)
+    return [(name, changes) for name, changes in TFNMT_VARIANTS
+            if bfloat16 or changes.get("decode_dtype") != "bfloat16"]
+
+
+def variant_options(options, changes):
+    """`options` (DecodingOptions) as a variant's `changes` make them, from the default export:
+    so an export of another variant given as --saved_model is not taken for this one."""
+    return dataclasses.replace(options, **{**_VARIANT_DEFAULTS, **changes})
 
 
 def _run_engine(spec, tmp):

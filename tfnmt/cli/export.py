@@ -26,10 +26,13 @@ def check(export, decoding):
     if export.format == "tflite" and decoding.xla_decoding:
         raise ConfigError("--xla_decoding applies to SavedModel exports: TFLite runs its own "
                           "kernels (docs/export.md)")
+    if export.format == "tflite" and decoding.decode_dtype != "float32":
+        raise ConfigError(f"--decode_dtype={decoding.decode_dtype} applies to SavedModel "
+                          "exports: a TFLite flatbuffer's weights are chosen by --quantize")
     if export.format == "ctranslate2":
         # CTranslate2 takes its decoding settings per call, so only the model is converted.
         default = DecodingOptions()
-        for name in ("n_best", "alignments", "xla_decoding"):
+        for name in ("n_best", "alignments", "xla_decoding", "decode_dtype"):
             if getattr(decoding, name) != getattr(default, name):
                 raise ConfigError(f"--{name} does not apply to --format=ctranslate2: CTranslate2 "
                                   "chooses it when it translates (README: CTranslate2)")

@@ -67,8 +67,8 @@ TRANSLATOR = [(CHECKPOINT, [group("model_dir"), group("decoding")]),
               (EXPORT, [group("export_in")]),
               (SERVER, [group("server")])]
 # Of the decoding settings, those that change a given translation's score: the normalized score
-# is over the length penalty, and a source is cut as the translator cuts it.
-SCORING_DECODING = ["length_penalty", "length_penalty_mode", "max_input_length"]
+# is over the length penalty, a source is cut as the translator cuts it, and bfloat16 rounds.
+SCORING_DECODING = ["length_penalty", "length_penalty_mode", "max_input_length", "decode_dtype"]
 
 
 def _bench(kind):

@@ -10,7 +10,7 @@ import tensorflow as tf
 from absl import logging
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from tfnmt.decoding import chunking, searches
+from tfnmt.decoding import chunking, precision, searches
 from tfnmt.decoding.alignments import aligned
 from tfnmt.decoding.backend import Backend
 from tfnmt.decoding.beam_search import length_penalty, log_probs_of
@@ -33,11 +33,12 @@ class Translator(tf.Module, Backend):
     saw longer sentences); the CLI warns about them before calling.
     A model with a `source_window` (models/base.py) gets longer inputs in chunks whose
     translations are joined (`long_input="chunk"`), or refuses them (`"error"`).
+    With `options.decode_dtype` other than the model's, it decodes a copy of the model in that
+    type (decoding/precision.py), made once: later changes to the model's weights are not seen.
     """
 
     def __init__(self, model, source_vocab, target_vocab, options=DecodingOptions()):
         super().__init__(name="translator")
-        self.model = model
         self.source_vocab, self.target_vocab = source_vocab, target_vocab
         self.source_tokenizer = source_vocab.tokenizer()
         self.target_tokenizer = target_vocab.tokenizer()
@@ -50,14 +51,21 @@ class Translator(tf.Module, Backend):
         if options.n_best > 1 and model.source_window:
             raise ConfigError(f"--n_best={options.n_best}: not for a model with a source window "
                               "(its long inputs are translated in chunks)")
+        self._given_model = model  # with_options starts from it, not from a rounded copy
+        self.model = precision.in_dtype(model, options.decode_dtype)
 
     @property
     def beam_size(self):
         return self.searcher.width
 
     def with_options(self, options):
-        """The same model and vocabularies decoded with other `options` (DecodingOptions)."""
-        return Translator(self.model, self.source_vocab, self.target_vocab, options)
+        """The same model and vocabularies decoded with other `options` (DecodingOptions);
+        in the same `decode_dtype`, the same copy of the model."""
+        same = options.decode_dtype == self.options.decode_dtype
+        sibling = Translator(self.model if same else self._given_model, self.source_vocab,
+                             self.target_vocab, options)
+        sibling._given_model = self._given_model
+        return sibling
 
     def target_pieces(self, texts):
         """[(pieces of text, as the target vocabulary splits it)] of `texts` (list of str)."""

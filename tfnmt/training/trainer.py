@@ -8,6 +8,7 @@ newest checkpoint (model, optimizer, lr-schedule memory, data position) and cont
 batch after the last one trained.
 """
 
+import dataclasses
 import hashlib
 import os
 
@@ -18,6 +19,7 @@ from absl import logging
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.data import pipeline, sources
 from tfnmt.data.vocab import load_vocabs
+from tfnmt.decoding import precision
 from tfnmt.decoding.translator import Translator
 from tfnmt.evaluation import bleu
 from tfnmt.models import catalog
@@ -91,6 +93,9 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     if chief:
         model_dir_lib.write_config(model_dir, config)
     model = compiled_model(config, options)
+    # A --decode_dtype the model cannot be built in is refused now, not once the test sets are
+    # decoded after training.
+    precision.in_dtype(model, decode_options.decode_dtype)
     vocabs = load_vocabs(model_dir)
     batching = training_batching(model, options)
     # One input pipeline (no tf.distribute, no tf.data service): its state is saved in every
@@ -221,7 +226,10 @@ def _validator(model, spec, split, limit, vocabs, batching, options, decode_opti
     translator, valid_sources, valid_references = None, [], []
     if options.bleu_sentences > 0:
         valid_sources, valid_references = sources.references(spec, split, options.bleu_sentences)
-        translator = Translator(model, source_vocab, target_vocab, decode_options)
+        # The weights being trained, never a copy in --decode_dtype made once (it would not
+        # follow training); the test sets are decoded from the checkpoint as asked.
+        translator = Translator(model, source_vocab, target_vocab,
+                                dataclasses.replace(decode_options, decode_dtype="float32"))
     return callbacks.Validator(valid_batches, translator, valid_sources, valid_references,
                                scoring={"target_lang": spec.target_lang,
                                         "tokenize": options.bleu_tokenize})
