@@ -33,6 +33,7 @@ from tfnmt.experiments import options as options_lib
 from tfnmt.experiments import report as report_lib
 from tfnmt.experiments import runs as runs_lib
 from tfnmt.experiments.options import ExperimentOptions
+from tfnmt.training import checkpoints
 from tfnmt.training.options import TrainOptions
 
 BUDGET = ("train_steps", "batch_tokens", "batch_size", "accumulate_steps")
@@ -108,6 +109,7 @@ def spec_from_flags(o):
         "test_splits": ([s.strip() for s in o.test_splits.split(",") if s.strip()]
                         or [sources.default_splits(common.data_spec(data))[2]]),
         "average_checkpoints": o.average_checkpoints,
+        "warm_start": o.warm_start,
         "decoding": decoding,
         # The baseline's decoding, and where another system's differs.
         "system_decoding": {name: {k: v for k, v in d.items() if v != decoding[k]}
@@ -194,7 +196,8 @@ def run():
                 else:
                     logging.info("experiment: run %d of %d: %s%s", position, len(mine),
                                  run.name, _time_left(timed, mine[position - 1:], budget))
-                    runs_lib.train(run, forwarded, budget, main.main)
+                    runs_lib.train(run, forwarded, budget, main.main,
+                                   _warm_start(run, root, spec))
                 own = dict(scoring, decode_options=spec["decodings"][run.system])
                 if not runs_lib.scored(run, spec["test_splits"], scoring["checkpoint"]):
                     runs_lib.score(run, root, own)
@@ -214,6 +217,20 @@ def run():
     if failed:
         raise UserError(f"{len(failed)} run(s) failed: {', '.join(failed)} (the lines above say "
                         "why); run the same command again once fixed: the others are kept")
+
+
+def _warm_start(run, root, spec):
+    """With --warm_start, the checkpoint a run of a system after the baseline starts from: the
+    scored one of the baseline's run of its seed; else ''."""
+    baseline = spec["systems"][0]
+    if not spec["warm_start"] or run.system == baseline[0]:
+        return ""
+    start = runs_lib.plan(root, [baseline], [run.seed])[0]
+    if not runs_lib.trained(start, spec["budget"]):
+        raise UserError(f"--warm_start: {run.name} starts from {start.name}, which is not "
+                        "trained yet: train it first (its --shard, or the whole file in one "
+                        "command, which trains each seed's baseline first)")
+    return checkpoints.resolve(start.directory, runs_lib.scored_checkpoint(spec["budget"]))
 
 
 def _print_summary(root, report):

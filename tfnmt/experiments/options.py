@@ -35,6 +35,11 @@ class ExperimentOptions:
         0, "Also score the average of each run's last N checkpoints (as `tfnmt average` writes "
         "it, into RUN/averaged-N/), reported beside the final ones (0 = the final checkpoint "
         "only).", bounds='>= 0')
+    warm_start: bool = option(
+        False, "Every system after the baseline starts from the weights of the baseline's run "
+        "of its seed (--init_from its scored checkpoint: the best under --budget=converge, else "
+        "the last), which must be trained first, then trains under the same budget: paper "
+        "002's protocol.")
     shard: str = option(
         '1/1', 'Train and score only share I of N of the runs (I/N, 1 <= I <= N), e.g. one share '
         'per machine; then `--report_only` collects what exists.')

@@ -226,7 +226,8 @@ def build(root, spec):
                                      "resampling, 1000 resamples",
                                      "randomization": "sacrebleu.significance paired approximate "
                                      "randomization, 10000 trials"},
-              "average_checkpoints": average, "runs": entries, "results": results}
+              "average_checkpoints": average, "warm_start": spec.get("warm_start", False),
+              "runs": entries, "results": results}
     if average:
         # The averaged models as systems: the same rows and tests, from their own files.
         averaged = {key: (runs_lib.averaged(run, average),
@@ -291,6 +292,10 @@ def markdown(report, plot_files):
     return "\n".join(lines)
 
 
+def _scored_name(budget):
+    return "best" if runs_lib.scored_checkpoint(budget) == "best" else "final"
+
+
 def _header(report):
     """The title, the budget, seeds, decoding and tests, and the runs left out of the tables."""
     lines = [f"# Experiment `{report['experiment']}`", "",
@@ -305,6 +310,11 @@ def _header(report):
              "resamples) and paired approximate randomization (ar, 10000 trials), on the "
              "translations of the seeds both systems completed, pooled; per seed below. "
              f"Null hypothesis: {NULL_HYPOTHESIS}. Ties: {TIES}.", ""]
+    if report.get("warm_start"):
+        lines.insert(-1, f"- Warm start: every system but the baseline started from the weights of "
+                     f"the baseline's run of its seed (its {_scored_name(report['budget'])} "
+                     "checkpoint), then trained under the budget above: its steps come on top "
+                     "of the baseline's.")
     if report.get("average_checkpoints"):
         lines.insert(-1, f"- ({averaged_label(report)}): the average of each run's last "
                      f"{report['average_checkpoints']} checkpoints (`tfnmt average`), scored the "

@@ -104,10 +104,11 @@ def scored_checkpoint(budget):
     return "best" if budget.get("kind") == "converge" else "last"
 
 
-def train(run, forwarded, budget, command):
+def train(run, forwarded, budget, command, init_from=""):
     """Trains (or resumes) one run through `tfnmt train`: the system's flagfile, then the
     experiment's own flags (the budget, data, decoding: equal for every system), then its seed
-    and directory. command: the CLI's entry point (argv -> exit status)."""
+    and directory, and `init_from` (a checkpoint to warm start from) if given. command: the
+    CLI's entry point (argv -> exit status)."""
     import keras
     if latest_step(run.directory) == 0 and read_json(os.path.join(run.directory, RUN_FILE)):
         # Training from scratch would overwrite the records of the steps already done.
@@ -115,7 +116,8 @@ def train(run, forwarded, budget, command):
                           "budget but no checkpoint to go on from: give it its own --runs_dir, "
                           "or remove that directory to train it again")
     args = ["tfnmt", "train", f"--flagfile={run.flagfile}", *forwarded,
-            f"--model_dir={run.directory}", f"--seed={run.seed}", "--evaluate_at_end=false"]
+            f"--model_dir={run.directory}", f"--seed={run.seed}", "--evaluate_at_end=false",
+            *([f"--init_from={init_from}"] if init_from else [])]
     logging.info("experiment: training %s (%s)", run.name, run.directory)
     status = command(args)
     keras.backend.clear_session()  # which collects the garbage too (free_memory=True)
@@ -127,6 +129,8 @@ def train(run, forwarded, budget, command):
               "rule": budget}
     if budget.get("kind") == "converge":
         record["budget"] = "converge"
+    if init_from:
+        record["init_from"] = init_from
     write_json(os.path.join(run.directory, RUN_FILE), record)
 
 
