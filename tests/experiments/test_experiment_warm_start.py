@@ -15,7 +15,7 @@ def test_a_system_starts_from_its_seeds_baseline_once_that_is_trained(corpus, tm
     # Shorter than the tiny experiment's runs: what is tested is where each starts.
     short = tmp_path / "short.cfg"
     short.write_text("\n".join([f"--flagfile={config}", "--train_steps=4", "--validate_every=4",
-                                "--save_every=4", "--test_limit=5"]) + "\n")
+                                "--save_every=4", "--test_limit=5", "--bleu_sentences=0"]) + "\n")
     flags = [f"--flagfile={short}", "--warm_start", "--seeds=1", f"--runs_dir={tmp_path}"]
     root = tmp_path / "tiny"
     # The second share holds only narrow/seed1, whose baseline is not trained yet: it is
