@@ -21,6 +21,13 @@ def clock():
     return FakeClock()
 
 
+@pytest.fixture(autouse=True)
+def _absl_info(caplog):
+    # progress logs through absl, whose logger keeps the verbosity the last command of this
+    # worker set (a CLI run's); caplog's level alone is the root logger's.
+    caplog.set_level(logging.INFO, logger="absl")
+
+
 def _lines(caplog):
     return [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
 

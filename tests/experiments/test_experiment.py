@@ -304,7 +304,7 @@ def test_each_run_line_gives_the_experiments_time_left(experiment, tmp_path, mon
     trained = {"small/seed1"}  # trained by an earlier invocation: skipped, not timed
     runs_lib = experiment_cli.runs_lib
 
-    def train(run, forwarded, budget, main):
+    def train(run, forwarded, budget, main, init_from=""):
         clock[0] += 600 if run.seed == 1 else 1200
         trained.add(run.name)
     monkeypatch.setattr(runs_lib, "trained", lambda run, budget: run.name in trained)
