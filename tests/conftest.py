@@ -20,26 +20,6 @@ def pytest_xdist_auto_num_workers(config):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(cores or 1, 4))
 
-# The files that hold a worker longest (--durations), longest first. xdist hands out files with
-# the most tests first, which leaves these few-test files to the end of the suite, where one
-# worker then runs one of them alone while the other waits: they go first instead
-# (--no-loadscope-reorder in pytest.ini keeps this order), the others after them as xdist
-# would order them.
-SLOWEST_FILES = ("experiments/test_experiment.py", "models/test_contract.py",
-                 "training/test_distribution.py", "test_end_to_end.py", "models/test_ctc_nat.py",
-                 "models/test_pairs.py", "test_faults.py", "decoders/test_luong.py",
-                 "training/test_early_stopping.py")
-
-
-def pytest_collection_modifyitems(items):
-    files = [item.nodeid.split("::")[0].removeprefix("tests/") for item in items]
-    tests = {name: files.count(name) for name in set(files)}
-    rank = {name: i for i, name in enumerate(SLOWEST_FILES)}
-    order = sorted(range(len(items)), key=lambda i: (rank.get(files[i], len(rank)),
-                                                     -tests[files[i]], files[i], i))
-    items[:] = [items[i] for i in order]
-
-
 def pytest_sessionstart(session):
     """TensorFlow, Keras and tfnmt imported once, their ~360,000 objects frozen out of the
     garbage collector: they live as long as the worker, and every full collection (Keras's
