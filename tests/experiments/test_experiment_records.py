@@ -66,6 +66,8 @@ def test_the_converge_rule_wins_over_a_systems_own_validation_settings(tmp_path)
     # The experiment sets the two flags it must; the validation cadence is train's default.
     exp.write_text(f"--experiment=e\n--systems=a={system},b={system}\n--train_steps=8\n--batch_tokens=64\n"
                    "--budget=converge\n--best_metric=bleu\n--early_stopping_patience=3\n")
+    # From the defaults: a flag an earlier test of this worker parsed would otherwise stay set.
+    FLAGS.unparse_flags()
     try:
         FLAGS(["tfnmt", f"--flagfile={exp}"])
         budget = experiment.spec_from_flags(read(ExperimentOptions))["budget"]
