@@ -77,21 +77,28 @@ def batch_sentences(batch_size):
     return lambda dataset: dataset.padded_batch(batch_size)
 
 
-def training_epoch(pairs, source_vocab, target_vocab, *, epoch, seed, batch_tokens=0,
-                   batch_size=0, max_source_length=100, max_target_length=100,
-                   shuffle_buffer=100_000):
-    """One epoch of training batches, reproducible from (seed, epoch).
+def training_epoch(pairs, source_vocab, target_vocab, *, epoch, **kwargs):
+    """One epoch of training batches, reproducible from (seed, epoch): batch for batch the epoch
+    `training_stream` makes (see `_epoch` for the arguments).
 
     Elements are (features, labels): features {"source": [B, S], "target_in": [B, T],
     "position": [2] (epoch, batch index in the epoch), "epoch_end": bool (the epoch's last
     batch)}, labels [B, T]. The position lets the trainer checkpoint exactly where it is and
     resume at the next batch; epoch_end lets it validate per epoch.
     """
+    # Built inside a dataset function, as the stream builds each epoch: TensorFlow derives
+    # shuffle seeds differently eagerly and in a function when the global seed is 0.
+    return (tf.data.Dataset.from_tensors(tf.constant(epoch, tf.int64))
+            .flat_map(lambda e: _epoch(pairs, source_vocab, target_vocab, epoch=e, **kwargs)))
+
+
+def _epoch(pairs, source_vocab, target_vocab, *, epoch, seed, batch_tokens=0, batch_size=0,
+           max_source_length=100, max_target_length=100, shuffle_buffer=100_000):
     graph = tf.compat.v1.get_default_graph()
-    if not tf.executing_eagerly() and graph.seed is not None and graph.seed % (2**31 - 1) == 0:
+    if graph.seed is not None and graph.seed % (2**31 - 1) == 0:
         # TensorFlow compares (global seed, op seed) with (0, 0) in Python, which fails on a
-        # tensor op seed (the epoch's, in a dataset function) when the global seed is 0
-        # (`--seed=0`): that function takes TensorFlow's seed for "none set" instead.
+        # tensor op seed (the epoch's) when the global seed is 0 (`--seed=0`): the function
+        # takes TensorFlow's seed for "none set" instead.
         graph.seed = None
     dataset = (pairs.shuffle(shuffle_buffer, seed=seed + epoch, reshuffle_each_iteration=False)
                .apply(tokenize(source_vocab, target_vocab))
@@ -162,7 +169,7 @@ def training_stream(pairs, source_vocab, target_vocab, *, start_epoch=0, skip_ba
     grouped by `accumulate_steps` (see `group`). Groups run on across epoch ends. With
     `data_service`, the batches are made by that tf.data service (`served`)."""
     def epoch_dataset(epoch):
-        dataset = training_epoch(pairs, source_vocab, target_vocab, epoch=epoch, **kwargs)
+        dataset = _epoch(pairs, source_vocab, target_vocab, epoch=epoch, **kwargs)
         return dataset.skip(tf.where(epoch == start_epoch, tf.cast(skip_batches, tf.int64), 0))
     stream = tf.data.Dataset.range(start_epoch, 1 << 62).flat_map(epoch_dataset)
     if data_service:
