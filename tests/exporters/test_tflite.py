@@ -121,7 +121,7 @@ def test_quantised_tflite_agrees_on_most_sentences_and_is_smaller(export, multi3
         assert same >= least, (path, same)
 
 
-def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, monkeypatch):
+def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, monkeypatch, caplog):
     from tfnmt import model_dir as model_dir_lib
     from tfnmt.decoding.translator import Translator
     model_dir, _ = dense_model
@@ -132,6 +132,10 @@ def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, mo
     with pytest.raises(ConfigError, match=r"'densenmt' cannot be converted to TFLite: .*tf\.Digamma"):
         tflite.convert(Translator(model, source_vocab, target_vocab, DecodingOptions(beam_size=1)),
                        "none")
+    # The converter's whole message, notes and all, is in the log.
+    logged = [r.getMessage() for r in caplog.records if "TFLite converter failed" in r.getMessage()]
+    assert len(logged) == 1 and "neither a custom op nor a flex op" in logged[0]
+    assert len(logged[0].splitlines()) > 3
 
 
 def test_a_converter_error_is_told_by_its_first_error_line_not_its_dumps_last():

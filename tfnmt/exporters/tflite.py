@@ -24,6 +24,7 @@ import shutil
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from tfnmt import json_files
@@ -67,6 +68,8 @@ def convert(translator, quantize):
         return converter.convert()
     except Exception as error:  # the converter raises ConverterError and assorted others
         name = getattr(translator.model, "registry_name", type(translator.model).__name__)
+        # The one line below loses the rest; the log keeps it for whoever reports the failure.
+        logging.warning("the TFLite converter failed (%s):\n%s", type(error).__name__, error)
         raise ConfigError(f"model {name!r} cannot be converted to TFLite: "
                           f"{_reason(str(error))}") from None
 
