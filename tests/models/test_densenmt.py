@@ -228,3 +228,30 @@ def test_convs2s_pins_the_residual_switches():
     model.build_with_dummy_batch()
     assert model.settings["encoder"] == "residual" and model.settings["attention"] == "multistep"
     assert model.encoder.embedder.embedding.embeddings.shape == (50, 8)
+
+
+@pytest.mark.parametrize("decoder,attention", [("dense", "dense2"), ("residual", "multistep")])
+def test_shared_and_tied_tables_are_one_matrix_for_source_target_and_softmax(decoder, attention):
+    # The phone model's (not the paper's): source, target and softmax share one table.
+    def build(**flags):
+        model = catalog.get("densenmt")(50, 50, **dict(TINY, table_dim=6, decoder=decoder,
+                                                       attention=attention, **flags))
+        model.build_with_dummy_batch()
+        return model
+    separate, tied = build(), build(share_embeddings=True, tie_output=True)
+    table = tied.encoder.embedder.embedding
+    assert tied.decoder.embedder.embedding is table and tied.decoder.output_projection is None
+    # One 50 x 6 table for two; no softmax matrix (v 6 x 50, g and bias 50 each).
+    assert separate.count_params() - tied.count_params() == 50 * 6 + (6 * 50 + 50 + 50)
+    assert_incremental_equals_teacher_forcing(tied, SOURCE, TARGET_IN, atol=1e-5)
+    # The logits are the features times the table, no bias: a zero row gives a zero logit.
+    weights = table.embeddings.numpy()
+    weights[17] = 0
+    table.embeddings.assign(weights)
+    logits = tied({"source": SOURCE, "target_in": TARGET_IN}).numpy()
+    assert np.all(logits[..., 17] == 0) and np.all(logits[..., 18] != 0)
+
+
+def test_shared_tables_need_a_joint_vocabulary():
+    with pytest.raises(ConfigError, match="--share_embeddings needs a joint vocabulary"):
+        catalog.get("densenmt")(50, 60, **dict(TINY, share_embeddings=True))

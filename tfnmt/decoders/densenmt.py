@@ -19,6 +19,7 @@ reads a window made of its cached last k-1 inputs and the new position.
 
 import tensorflow as tf
 
+from tfnmt.decoding.shared import SHARED
 from tfnmt.layers.conv_blocks import ADDED as EMBEDDER_ADDED
 from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder,
                                       MultiStepAttention, SummaryLayer, scale_gradient,
@@ -26,6 +27,7 @@ from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmb
 from tfnmt.layers.dense_attention import DenseAttention1, DenseAttention2
 from tfnmt.layers.hparams import ATTENTION_DIM, DECODER_LAYERS, HParam
 from tfnmt.layers.part import Decoder, register_decoder
+from tfnmt.layers.transformer_layers import tied_logits
 from tfnmt.layers.weight_norm import WeightNormDense
 
 ATTENTIONS = ("multistep", "dense1", "dense2", "none")
@@ -45,6 +47,8 @@ class ConvDecoder(Decoder):
                                                        "encoder output z times 1 / (2 x attention "
                                                        "layers); the forward pass is unchanged"),
                "scale_values": HParam(True, "multistep attention: values (z + e) times sqrt(0.5)"),
+               "tie_output": HParam(False, "the softmax table is the target embedding table "
+                                           "(--table_dim wide, no bias); not the paper's"),
                **HPARAMS}
     # Model directories trained before these flags ran multistep attention without the scalings.
     ADDED = {"scale_context": False, "scale_encoder_gradients": False, "scale_values": False,
@@ -57,13 +61,14 @@ class ConvDecoder(Decoder):
         return dict(declared, attention=declared["attention"].but(default="multistep",
                                                                   choices=("multistep", "none")))
 
-    def __init__(self, hparams, vocab_size, encoder=None, **kwargs):
+    def __init__(self, hparams, vocab_size, encoder=None, embedding=None, **kwargs):
         super().__init__(hparams, **kwargs)
         h = self.hparams
         layers, kernel, dropout = h["decoder_layers"], h["kernel_size"], h["dropout"]
         embed_dim, attention = h["embed_dim"], h["attention"]
         self.kernel_size = kernel
-        self.embedder = LearnedEmbedder(h, "target", vocab_size, name="target_embedder")
+        self.embedder = LearnedEmbedder(h, "target", vocab_size, embedding=embedding,
+                                        name="target_embedder")
         self.dropout = self.embedder.dropout
         self.dense = h["decoder"] == "dense"
         width = h["growth_rate"] if self.dense else h["hidden_dim"]
@@ -92,8 +97,8 @@ class ConvDecoder(Decoder):
                                                                          name="decoder_in")
         # Projects to the softmax embedding width directly: a second linear map would add nothing.
         self.output_features = WeightNormDense(self.embedder.table_dim, name="decoder_out")
-        self.output_projection = WeightNormDense(vocab_size, dropout_in=dropout,
-                                                 name="output_projection")
+        self.output_projection = None if h["tie_output"] else WeightNormDense(
+            vocab_size, dropout_in=dropout, name="output_projection")
         self.input_widths = self._input_widths()
 
     def _input_widths(self):
@@ -147,6 +152,22 @@ class ConvDecoder(Decoder):
             context = layer(x, memory["layers"][i])
         return self.attention_out[i](context)
 
+    def logits(self, out, memory):
+        """The softmax layer: its own, or the target table (with `memory`'s transposed copy in a
+        search, as the Transformer's: decoders/transformer.py)."""
+        if self.output_projection is not None:
+            return self.output_projection(out)
+        kernel = memory.get(SHARED, {}).get("output_kernel")
+        if kernel is not None:
+            return tf.matmul(out, tf.cast(kernel, out.dtype))
+        return tied_logits(out, self.embedder.embedding.embeddings)
+
+    def decoding_memory(self, memory):
+        if self.output_projection is not None:
+            return memory
+        return dict(memory, **{SHARED: {"output_kernel": tf.transpose(
+            self.embedder.embedding.embeddings)}})
+
     def run(self, g, memory, state=None, training=False):
         """Logits [N, T, V] for target embeddings g [N, T, e]. With a `state` (T = 1) every
         causal convolution reads its cached window; returns (logits, new state)."""
@@ -180,7 +201,7 @@ class ConvDecoder(Decoder):
                     x = (self._attend(i, x, g, memory) + x) * HALF
                 x = (x + residual) * HALF
         out = self.output_features(x)
-        return self.output_projection(self.dropout(out, training=training)), new_state
+        return self.logits(self.dropout(out, training=training), memory), new_state
 
     def decode(self, memory, target_in, training=False):
         logits, _ = self.run(self.embedder.embed(target_in, training=training), memory,

@@ -120,17 +120,18 @@ class LearnedEmbedder(Part):
     learned positions (positions past `max_positions` reuse the last one), then dropout. With
     `narrow_positions` the position table is `table_dim` wide too, with its own projection.
     `side` names its layers: {side}_embedding, {side}_embedding_projection,
-    {side}_position_embedding, {side}_position_projection."""
+    {side}_position_embedding, {side}_position_projection. `embedding`: another side's table
+    layer, to share it (--share_embeddings)."""
 
-    def __init__(self, hparams, side, vocab_size, **kwargs):
+    def __init__(self, hparams, side, vocab_size, embedding=None, **kwargs):
         super().__init__(hparams, **kwargs)
         h = self.hparams
         embed_dim = h["embed_dim"]
         self.table_dim = h["table_dim"] or embed_dim
         self.max_positions = h["max_positions"]
         init = keras.initializers.RandomNormal(stddev=0.1)
-        self.embedding = keras.layers.Embedding(vocab_size, self.table_dim, name=f"{side}_embedding",
-                                                embeddings_initializer=init)
+        self.embedding = embedding or keras.layers.Embedding(
+            vocab_size, self.table_dim, name=f"{side}_embedding", embeddings_initializer=init)
         narrow = h["narrow_positions"] and self.table_dim != embed_dim
         self.position_embedding = keras.layers.Embedding(
             self.max_positions, self.table_dim if narrow else embed_dim,

@@ -16,7 +16,7 @@ from tfnmt.models.registry import register
 
 _SHARED = ("encoder_layers", "decoder_layers", "embed_dim", "table_dim", "hidden_dim",
            "kernel_size", "dropout", "max_positions", "narrow_positions", "scale_context",
-           "scale_encoder_gradients", "scale_values")
+           "scale_encoder_gradients", "scale_values", "share_embeddings", "tie_output")
 
 
 @register("convs2s")

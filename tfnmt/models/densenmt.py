@@ -13,6 +13,10 @@ attention. Every part is a switch, so the paper's ablations (Table 2) are flagfi
                               back only to it
   --table_dim=E               source, target and softmax embedding tables of width E, projected
                               to `embed_dim` (sec. 4.2); 0 = embed_dim
+  --share_embeddings, --tie_output
+                              not the paper's: one table for source and target (a joint
+                              vocabulary), and the softmax table that same target table (no
+                              bias): the phone model's (configs/densenmt/multi30k/phone.cfg)
 
 Reading taken where the paper is silent (say so if you compare with its numbers):
 - Dense attention outputs a^l are projected to the growth width before joining the features;
@@ -29,11 +33,12 @@ from tfnmt.decoders.densenmt import ConvDecoder
 from tfnmt.encoders.densenmt import ConvEncoder
 from tfnmt.models.base import EncoderDecoder
 from tfnmt.models.registry import register
+from tfnmt.models.transformer import SHARE_EMBEDDINGS, check_shared_embeddings
 
 
 @register("densenmt")
 class DenseNMT(EncoderDecoder):
-    HPARAMS = {**ConvEncoder.HPARAMS, **ConvDecoder.HPARAMS}
+    HPARAMS = {**ConvEncoder.HPARAMS, **ConvDecoder.HPARAMS, "share_embeddings": SHARE_EMBEDDINGS}
     RENAMED = {"embedding_dim": "table_dim"}
     ADDED = {**ConvEncoder.ADDED, **ConvDecoder.ADDED}
     # Subclasses pin some switches (ConvS2S is the all-residual, multi-step case).
@@ -43,5 +48,8 @@ class DenseNMT(EncoderDecoder):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = dict(self.FIXED, **self.hparams)
         self.settings = h
+        check_shared_embeddings(h, source_vocab_size, target_vocab_size)
         self.encoder = ConvEncoder(h, source_vocab_size, name="encoder")
-        self.decoder = ConvDecoder(h, target_vocab_size, encoder=self.encoder, name="decoder")
+        self.decoder = ConvDecoder(h, target_vocab_size, encoder=self.encoder, name="decoder",
+                                   embedding=(self.encoder.embedder.embedding
+                                              if h["share_embeddings"] else None))

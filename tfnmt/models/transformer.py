@@ -12,10 +12,14 @@ from tfnmt.models.registry import register
 SHARE_EMBEDDINGS = HParam(False, "one embedding matrix for source and target (joint vocabulary)")
 
 
-def check_hparams(h, source_vocab_size, target_vocab_size):
-    """The settings every model built from Transformer layers must satisfy."""
+def check_shared_embeddings(h, source_vocab_size, target_vocab_size):
     if h["share_embeddings"] and source_vocab_size != target_vocab_size:
         raise ConfigError("--share_embeddings needs a joint vocabulary (tfnmt vocab --joint_vocab=true)")
+
+
+def check_hparams(h, source_vocab_size, target_vocab_size):
+    """The settings every model built from Transformer layers must satisfy."""
+    check_shared_embeddings(h, source_vocab_size, target_vocab_size)
     if h["d_model"] % h["num_heads"]:
         raise ConfigError(f"--d_model={h['d_model']} is not divisible by --num_heads={h['num_heads']}")
 
