@@ -106,7 +106,7 @@ def test_info_counts_a_flagfile_model_before_training(tmp_path, capsys):
                    "--table_dim=8", "--hidden_dim=16", f"--model_dir={tmp_path / 'none'}") == 0
     out = capsys.readouterr().out
     assert "vocabularies assumed 1,000 per side" in out
-    embeddings = int(out.split("embeddings")[1].split()[0].replace(",", ""))
+    embeddings = int(out.split("\n  embeddings")[1].split()[0].replace(",", ""))
     # Source and target: a 1000 x 8 table, a 1024 x 8 position table (--narrow_positions) and
     # 8 x 16 of projection each.
     assert embeddings == 2 * 1000 * 8 + 2 * 1024 * 8 + 2 * 8 * 16
