@@ -16,7 +16,7 @@ attention. Every part is a switch, so the paper's ablations (Table 2) are flagfi
   --share_embeddings, --tie_output
                               not the paper's: one table for source and target (a joint
                               vocabulary), and the softmax table that same target table (no
-                              bias): the phone model's (configs/densenmt/multi30k/phone.cfg)
+                              bias): the phone model's (configs/densenmt/phone.cfg)
 
 Reading taken where the paper is silent (say so if you compare with its numbers):
 - Dense attention outputs a^l are projected to the growth width before joining the features;
