@@ -19,7 +19,7 @@ reads a window made of its cached last k-1 inputs and the new position.
 
 import tensorflow as tf
 
-from tfnmt.decoding.shared import SHARED
+from tfnmt.decoding.shared import output_kernel, with_output_kernel
 from tfnmt.layers.conv_blocks import ADDED as EMBEDDER_ADDED
 from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder,
                                       MultiStepAttention, SummaryLayer, scale_gradient,
@@ -157,16 +157,12 @@ class ConvDecoder(Decoder):
         search, as the Transformer's: decoders/transformer.py)."""
         if self.output_projection is not None:
             return self.output_projection(out)
-        kernel = memory.get(SHARED, {}).get("output_kernel")
-        if kernel is not None:
-            return tf.matmul(out, tf.cast(kernel, out.dtype))
-        return tied_logits(out, self.embedder.embedding.embeddings)
+        return tied_logits(out, self.embedder.embedding.embeddings, output_kernel(memory))
 
     def decoding_memory(self, memory):
         if self.output_projection is not None:
             return memory
-        return dict(memory, **{SHARED: {"output_kernel": tf.transpose(
-            self.embedder.embedding.embeddings)}})
+        return with_output_kernel(memory, self.embedder.embedding.embeddings)
 
     def run(self, g, memory, state=None, training=False):
         """Logits [N, T, V] for target embeddings g [N, T, e]. With a `state` (T = 1) every

@@ -14,7 +14,7 @@ The output projection reuses the target embedding matrix with `tie_output`.
 import keras
 import tensorflow as tf
 
-from tfnmt.decoding.shared import SHARED
+from tfnmt.decoding.shared import output_kernel, with_output_kernel
 from tfnmt.layers.attention import causal_mask, key_mask
 from tfnmt.layers.part import Decoder, register_decoder
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
@@ -69,15 +69,13 @@ class TransformerDecoder(Decoder):
             x, new_state[f"layer_{i}"] = layer.step(x, state[f"layer_{i}"], memory_allowed, time)
         return x, new_state
 
-    def logits(self, x, output_kernel=None):
-        """With `output_kernel` (the tied matrix transposed, [d, V]; decoding), a plain matmul."""
+    def logits(self, x, kernel=None):
+        """With `kernel` (the tied matrix transposed, [d, V]; decoding), a plain matmul."""
         if self.norm is not None:
             x = self.norm(x)
         if self.output_projection is not None:
             return self.output_projection(x)
-        if output_kernel is not None:
-            return tf.matmul(x, tf.cast(output_kernel, x.dtype))
-        return tied_logits(x, self.embedding.embeddings)
+        return tied_logits(x, self.embedding.embeddings, kernel)
 
     def decode_with_states(self, memory, target_in, training=False):
         x = self.embedder.embed(target_in, training=training)
@@ -94,10 +92,7 @@ class TransformerDecoder(Decoder):
         memory = dict(memory, cross={f"layer_{i}": layer.memory_cache(memory["outputs"])
                                      for i, layer in enumerate(self.layers)})
         if self.output_projection is None:
-            # A MatMul with transpose_b re-transposes its [V, d] matrix at every call: at beam 5,
-            # batch 1 that took 5.7 ms a step against 0.4 ms for the pre-transposed matrix (8k
-            # pieces, d 256, 2-core CPU), so the search transposes it once per batch.
-            memory[SHARED] = {"output_kernel": tf.transpose(self.embedding.embeddings)}
+            memory = with_output_kernel(memory, self.embedding.embeddings)
         return memory
 
     def initial_state(self, memory):
@@ -122,4 +117,4 @@ class TransformerDecoder(Decoder):
                                   key_mask(memory["mask"]), time)
         state = {name: {key: value for key, value in cache.items() if key not in cross[name]}
                  for name, cache in caches.items()}
-        return self.logits(x[:, 0], memory.get(SHARED, {}).get("output_kernel")), state
+        return self.logits(x[:, 0], output_kernel(memory)), state

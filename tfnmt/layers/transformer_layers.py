@@ -146,11 +146,15 @@ def token_embedding(vocab_size, d_model, name):
                                       stddev=d_model ** -0.5))
 
 
-def tied_logits(x, matrix):
+def tied_logits(x, matrix, transposed=None):
     """x [..., d] times the transpose of `matrix` [V, d] (a tied embedding): logits [..., V].
+    `transposed`: that transpose made already ([d, V]; a search's, decoding/shared.py), then a
+    plain matmul.
 
     As one 2-D matmul: a batched matmul of x [B, T, d] with the 2-D matrix would broadcast it
     to every sentence, and its gradient would be a [B, V, d] tensor before the sum over B."""
+    if transposed is not None:
+        return tf.matmul(x, tf.cast(transposed, x.dtype))
     flat = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), tf.cast(matrix, x.dtype), transpose_b=True)
     return tf.reshape(flat, tf.concat([tf.shape(x)[:-1], tf.shape(matrix)[:1]], 0))
 
