@@ -2,24 +2,36 @@
 summed by op type.
 
     python tools/profile_decode.py --model_dir=M --input=FILE [--beam_size=5] [--batch_size=32]
-        [--sentences=1000] [--inter_op=1]
+        [--sentences=1000] [--inter_op=1] [--xla_decoding]
 
 Translates the first --sentences lines of --input, sorted by length, in batches of
 --batch_size (after one warm-up batch), under the profiler; prints one row per op type (total
 ms, share, count, mean us, count per decoding step) and the decoding steps (the LogSoftmax ops:
 one per step of the search). --inter_op=1 runs one op at a time, so that op times add up to the
 wall time instead of overlapping.
+
+With --xla_decoding the search is the compiled loop (decoding/compiled.py), one TensorFlow op
+whose inside the TensorFlow profile cannot see: XLA then traces each of its HLO ops
+(`--xla_cpu_enable_xprof_traceme`), the rows are HLO op kinds (the name without its number:
+`dot_add_fusion.7` counts as `dot_add_fusion`), a decoding step is one pass of the loop's body
+(the count most HLO ops share), and the last lines split the wall time into the HLO ops, the
+rest of the compiled search (its loop, between the ops) and everything outside it.
 """
 
 import argparse
+import bisect
 import collections
 import glob
 import os
 import re
+import statistics
 import tempfile
 import time
 
 OP_EVENT = re.compile(r"^[^:]+:(\w+)$")
+HLO_NUMBER = re.compile(r"\.\d+$")
+# The HLO ops that hold others: their time is their body's, counted in its ops.
+HLO_CONTAINERS = ("while", "conditional", "call")
 
 
 def main():
@@ -30,23 +42,30 @@ def main():
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--inter_op", type=int, default=0)
+    parser.add_argument("--xla_decoding", action="store_true")
     args = parser.parse_args()
 
+    if args.xla_decoding:
+        # Read when XLA first compiles: set before TensorFlow loads.
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + " --xla_cpu_enable_xprof_traceme=true").strip()
     import tensorflow as tf
     if args.inter_op:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_op)
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     from tfnmt.decoding.options import DecodingOptions
     from tfnmt.serving.backends import from_checkpoint
 
     with open(args.input, encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f][:args.sentences]
-    _, translator = from_checkpoint(args.model_dir, options=DecodingOptions(beam_size=args.beam_size))
+    _, translator = from_checkpoint(args.model_dir, options=DecodingOptions(
+        beam_size=args.beam_size, xla_decoding=args.xla_decoding))
     lengths = translator.source_tokenizer.tokenize(tf.constant(lines)).row_lengths().numpy()
     lines = [line for _, line in sorted(zip(lengths, lines), key=lambda pair: pair[0])]
     batches = [lines[i:i + args.batch_size] for i in range(0, len(lines), args.batch_size)]
-    translator.translate(tf.constant(batches[-1]))
+    # The compiled search compiles once per source width: warm up on every batch, not one.
+    for batch in (batches if args.xla_decoding else batches[-1:]):
+        translator.translate(tf.constant(batch))
 
     logdir = tempfile.mkdtemp(prefix="profile_decode-")
     start = time.perf_counter()
@@ -54,31 +73,135 @@ def main():
     for batch in batches:
         translator.translate(tf.constant(batch))
     tf.profiler.experimental.stop()
-    wall = time.perf_counter() - start
+    wall_ms = (time.perf_counter() - start) * 1000
 
-    totals, counts = collections.Counter(), collections.Counter()
+    spaces = read_spaces(logdir)
+    heading = f"{len(lines)} sentences, beam {args.beam_size}, batch {args.batch_size}"
+    if args.xla_decoding:
+        print_hlo_table(hlo_profile(spaces), wall_ms, len(lines), heading)
+    else:
+        print_op_table(*op_profile(spaces), wall_ms, len(lines), heading)
+
+
+def read_spaces(logdir):
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    spaces = []
     for path in glob.glob(os.path.join(logdir, "plugins/profile/*/*.xplane.pb")):
         space = xplane_pb2.XSpace()
         with open(path, "rb") as f:
             space.ParseFromString(f.read())
+        spaces.append(space)
+    return spaces
+
+
+def _host_events(spaces):
+    """(plane, event, its name) of every event of the host CPU planes."""
+    for space in spaces:
+        for plane in space.planes:
+            if plane.name.startswith("/host:CPU"):
+                for line in plane.lines:
+                    for event in line.events:
+                        yield plane, event, plane.event_metadata[event.metadata_id].name
+
+
+def op_profile(spaces):
+    """Milliseconds and count of each TensorFlow op type."""
+    totals, counts = collections.Counter(), collections.Counter()
+    for _, event, name in _host_events(spaces):
+        # An op's event is "NAME:TYPE"; the executor's own are "Class::Method".
+        match = OP_EVENT.match(name)
+        if match:
+            totals[match.group(1)] += event.duration_ps / 1e9
+            counts[match.group(1)] += 1
+    return totals, counts
+
+
+def hlo_profile(spaces):
+    """{"loop": (ms, counts) of each HLO op kind inside the compiled loops, "outside": the same
+    for the HLO ops outside them, "loops_ms": the loops' own time, "steps": passes of the loop's
+    body}. An XLA op's event carries an "hlo_op" stat (the others are TensorFlow's or the
+    runtime's); an op is inside a loop when it starts within a loop's event, on whichever
+    thread (XLA hands a body's ops to its threads; the search runs one batch at a time)."""
+    loop, outside = (collections.Counter(), collections.Counter()), (collections.Counter(),
+                                                                    collections.Counter())
+    names = collections.Counter()
+    ops, spans = [], []
+    for space in spaces:
         for plane in space.planes:
             if not plane.name.startswith("/host:CPU"):
                 continue
+            hlo = {key for key, meta in plane.stat_metadata.items() if meta.name == "hlo_op"}
             for line in plane.lines:
                 for event in line.events:
-                    # An op's event is "NAME:TYPE"; the executor's own are "Class::Method".
-                    match = OP_EVENT.match(plane.event_metadata[event.metadata_id].name)
-                    if match:
-                        totals[match.group(1)] += event.duration_ps / 1e9
-                        counts[match.group(1)] += 1
+                    if not any(stat.metadata_id in hlo for stat in event.stats):
+                        continue
+                    name = plane.event_metadata[event.metadata_id].name
+                    kind = HLO_NUMBER.sub("", name)
+                    begin = line.timestamp_ns * 1000 + event.offset_ps
+                    if kind in HLO_CONTAINERS:
+                        spans.append((begin, begin + event.duration_ps))
+                    else:
+                        ops.append((begin, event.duration_ps, name, kind))
+    spans = _merged(spans)
+    starts = [begin for begin, _ in spans]
+    for begin, duration, name, kind in ops:
+        index = bisect.bisect_right(starts, begin) - 1
+        inside = index >= 0 and begin < spans[index][1]
+        totals, counts = loop if inside else outside
+        totals[kind] += duration / 1e9
+        counts[kind] += 1
+        if inside:
+            names[name] += 1
+    # Each op of the body has its own name and runs once a step (those of a branch, fewer).
+    steps = statistics.mode(names.values()) if names else 0
+    loops_ms = sum(end - begin for begin, end in spans) / 1e9
+    return {"loop": loop, "outside": outside, "loops_ms": loops_ms, "steps": steps}
+
+
+def _merged(spans):
+    """The union of [begin, end) spans (a loop within a loop counts once), sorted."""
+    union = []
+    for begin, end in sorted(spans):
+        if union and begin <= union[-1][1]:
+            union[-1] = (union[-1][0], max(union[-1][1], end))
+        else:
+            union.append((begin, end))
+    return union
+
+
+def print_op_table(totals, counts, wall_ms, sentences, heading):
     steps = counts["LogSoftmax"] or 1  # one per step of every search
     all_ms = sum(totals.values())
-    print(f"{len(lines)} sentences, beam {args.beam_size}, batch {args.batch_size}: "
-          f"{len(lines) / wall:.1f} sentences/s under the profiler; {steps} decoding steps, "
-          f"{sum(counts.values()) / steps:.0f} ops and {all_ms / steps:.2f} ms of ops per step")
-    print(f"{'op type':<28}{'ms':>10}{'share':>8}{'count':>9}{'mean us':>9}{'/step':>7}")
+    print(f"{heading}: {sentences * 1000 / wall_ms:.1f} sentences/s under the profiler; {steps} "
+          f"decoding steps, {sum(counts.values()) / steps:.0f} ops and {all_ms / steps:.2f} ms "
+          "of ops per step")
+    _rows(totals, counts, steps)
+
+
+def print_hlo_table(profile, wall_ms, sentences, heading):
+    totals, counts = profile["loop"]
+    steps = profile["steps"] or 1
+    body_ms = sum(totals.values())
+    print(f"{heading}: {sentences * 1000 / wall_ms:.1f} sentences/s under the profiler; {steps} "
+          f"decoding steps, {sum(counts.values()) / steps:.0f} HLO ops and {body_ms / steps:.3f} "
+          "ms of them per step; inside the compiled loop:")
+    _rows(totals, counts, steps)
+    print("outside the loop:")
+    _rows(*profile["outside"], sentences, per="/sent.")
+    outside_ms = sum(profile["outside"][0].values())
+    between = max(profile["loops_ms"] - body_ms, 0.0)
+    rest = wall_ms - profile["loops_ms"] - outside_ms
+    print(f"wall {wall_ms:.1f} ms ({wall_ms / sentences:.2f} ms a sentence): the loop's HLO ops "
+          f"{body_ms:.1f} ms ({body_ms / steps:.3f} a step), the loop between them "
+          f"{between:.1f} ms ({between / steps:.3f} a step), HLO ops outside the loop "
+          f"{outside_ms:.1f} ms, the rest (TensorFlow ops, tokenizer, runtime) {rest:.1f} ms")
+
+
+def _rows(totals, counts, steps, per="/step"):
+    all_ms = sum(totals.values()) or 1.0
+    print(f"{'op type':<34}{'ms':>10}{'share':>8}{'count':>9}{'mean us':>9}{per:>7}")
     for op_type, ms in totals.most_common(25):
-        print(f"{op_type:<28}{ms:>10.1f}{ms / all_ms:>8.1%}{counts[op_type]:>9}"
+        print(f"{op_type:<34}{ms:>10.1f}{ms / all_ms:>8.1%}{counts[op_type]:>9}"
               f"{ms * 1000 / counts[op_type]:>9.1f}{counts[op_type] / steps:>7.1f}")
 
 
