@@ -109,14 +109,15 @@ def compare(bench, data, batch, source):
     decodes = {"beam": options,
                "greedy": dataclasses.replace(options, beam_size=1, length_penalty=0.0)}
     test = _test_batches(bench, data, config, source_vocab, batch)
+    here = machine()
     with tempfile.TemporaryDirectory() as tmp:
         specs = _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab,
-                       decodes, test)
+                       decodes, test, here["instructions"])
         engines = [_run_engine(spec, tmp) for spec in specs]
     result = {"bench": "translate", "compare": "ctranslate2", "model": config["model"],
               "source": saved or "checkpoint", "sentences": len(test.order),
               "batch_size": batch, "latency_sentences": len(test.singles), "repeats": REPEATS,
-              "machine": machine(), "ctranslate2_version": ctranslate2.__version__,
+              "machine": here, "ctranslate2_version": ctranslate2.__version__,
               "decodes": {name: {"beam_size": o.beam_size, "length_penalty": o.length_penalty,
                                  "length_penalty_mode": o.length_penalty_mode}
                           for name, o in decodes.items()},
@@ -166,7 +167,8 @@ def _test_batches(bench, data, config, source_vocab, batch):
                  sentences[: bench.bench_latency_sentences], pieces)
 
 
-def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, decodes, test):
+def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, decodes, test,
+           instructions):
     """What each engine process is given: tfnmt's SavedModels of each of TFNMT_VARIANTS the CPU
     runs natively (a --saved_model is the beam decode of the variant it was exported as), and
     the model converted to CTranslate2 once, for each compute type the CPU has, float32
@@ -176,7 +178,7 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
     from tfnmt.exporters import saved_model
     common_spec = {"batches": test.batches, "singles": test.singles, "repeats": REPEATS}
     specs = []
-    for variant, changes in native_variants(machine()["instructions"]):
+    for variant, changes in native_variants(instructions):
         wanted = {name: variant_options(o, changes) for name, o in decodes.items()}
         paths = {name: (saved if saved and name == "beam" and o == decodes["beam"] else
                         saved_model.export(Translator(model, source_vocab, target_vocab, o),
