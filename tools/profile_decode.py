@@ -14,12 +14,12 @@ With --xla_decoding the search is the compiled loop (decoding/compiled.py), one 
 whose inside the TensorFlow profile cannot see: XLA then traces each of its HLO ops
 (`--xla_cpu_enable_xprof_traceme`), the rows are HLO op kinds (the name without its number:
 `dot_add_fusion.7` counts as `dot_add_fusion`), a decoding step is one pass of the loop's body
-(the count most HLO ops share), and the last lines split the wall time into the HLO ops, the
-rest of the compiled search (its loop, between the ops) and everything outside it.
+(the count most HLO ops share), and the last line splits the wall time into the HLO ops in
+the loop, those outside it, and the rest: XLA's runtime between its ops, TensorFlow's ops and
+the tokenizer.
 """
 
 import argparse
-import bisect
 import collections
 import glob
 import os
@@ -32,6 +32,8 @@ OP_EVENT = re.compile(r"^[^:]+:(\w+)$")
 HLO_NUMBER = re.compile(r"\.\d+$")
 # The HLO ops that hold others: their time is their body's, counted in its ops.
 HLO_CONTAINERS = ("while", "conditional", "call")
+# The runtime's event of one run of a compiled program.
+PROGRAM_RUN = "CpuExecutable::ExecuteAsyncOnStream"
 
 
 def main():
@@ -117,56 +119,33 @@ def op_profile(spaces):
 
 
 def hlo_profile(spaces):
-    """{"loop": (ms, counts) of each HLO op kind inside the compiled loops, "outside": the same
-    for the HLO ops outside them, "loops_ms": the loops' own time, "steps": passes of the loop's
-    body}. An XLA op's event carries an "hlo_op" stat (the others are TensorFlow's or the
-    runtime's); an op is inside a loop when it starts within a loop's event, on whichever
-    thread (XLA hands a body's ops to its threads; the search runs one batch at a time)."""
+    """{"loop": (ms, counts) of each HLO op kind of the compiled loops' bodies, "outside": the
+    same for the other HLO ops, "runs": runs of the compiled program, "steps": passes of the
+    loop's body}. An XLA op's event carries an "hlo_op" stat (the others are TensorFlow's or
+    the runtime's). An op outside the loop runs once a run of the program, one in it once a
+    step (a branch's, at most): an op that ran more often than the program is the loop's. (XLA
+    runs a loop's body on any of its threads, after its `while` op's own event has ended, so
+    neither the thread nor the time tells.)"""
+    events, runs = [], 0
+    for plane, event, name in _host_events(spaces):
+        if name == PROGRAM_RUN:
+            runs += 1
+        elif any(plane.stat_metadata[stat.metadata_id].name == "hlo_op" for stat in event.stats):
+            kind = HLO_NUMBER.sub("", name)
+            if kind not in HLO_CONTAINERS:
+                events.append((name, kind, event.duration_ps / 1e9))
+    names = collections.Counter(name for name, _, _ in events)
     loop, outside = (collections.Counter(), collections.Counter()), (collections.Counter(),
                                                                     collections.Counter())
-    names = collections.Counter()
-    ops, spans = [], []
-    for space in spaces:
-        for plane in space.planes:
-            if not plane.name.startswith("/host:CPU"):
-                continue
-            hlo = {key for key, meta in plane.stat_metadata.items() if meta.name == "hlo_op"}
-            for line in plane.lines:
-                for event in line.events:
-                    if not any(stat.metadata_id in hlo for stat in event.stats):
-                        continue
-                    name = plane.event_metadata[event.metadata_id].name
-                    kind = HLO_NUMBER.sub("", name)
-                    begin = line.timestamp_ns * 1000 + event.offset_ps
-                    if kind in HLO_CONTAINERS:
-                        spans.append((begin, begin + event.duration_ps))
-                    else:
-                        ops.append((begin, event.duration_ps, name, kind))
-    spans = _merged(spans)
-    starts = [begin for begin, _ in spans]
-    for begin, duration, name, kind in ops:
-        index = bisect.bisect_right(starts, begin) - 1
-        inside = index >= 0 and begin < spans[index][1]
-        totals, counts = loop if inside else outside
-        totals[kind] += duration / 1e9
+    for name, kind, ms in events:
+        totals, counts = loop if names[name] > runs else outside
+        totals[kind] += ms
         counts[kind] += 1
-        if inside:
-            names[name] += 1
-    # Each op of the body has its own name and runs once a step (those of a branch, fewer).
-    steps = statistics.mode(names.values()) if names else 0
-    loops_ms = sum(end - begin for begin, end in spans) / 1e9
-    return {"loop": loop, "outside": outside, "loops_ms": loops_ms, "steps": steps}
+    # Each op of the body has its own name and runs once a step (a branch's, fewer times).
+    body = [count for count in names.values() if count > runs]
+    steps = statistics.mode(body) if body else 0
+    return {"loop": loop, "outside": outside, "runs": runs, "steps": steps}
 
-
-def _merged(spans):
-    """The union of [begin, end) spans (a loop within a loop counts once), sorted."""
-    union = []
-    for begin, end in sorted(spans):
-        if union and begin <= union[-1][1]:
-            union[-1] = (union[-1][0], max(union[-1][1], end))
-        else:
-            union.append((begin, end))
-    return union
 
 
 def print_op_table(totals, counts, wall_ms, sentences, heading):
@@ -182,19 +161,20 @@ def print_hlo_table(profile, wall_ms, sentences, heading):
     totals, counts = profile["loop"]
     steps = profile["steps"] or 1
     body_ms = sum(totals.values())
-    print(f"{heading}: {sentences * 1000 / wall_ms:.1f} sentences/s under the profiler; {steps} "
-          f"decoding steps, {sum(counts.values()) / steps:.0f} HLO ops and {body_ms / steps:.3f} "
-          "ms of them per step; inside the compiled loop:")
+    print(f"{heading}: {sentences * 1000 / wall_ms:.1f} sentences/s under the profiler; "
+          f"{profile['runs']} runs of the compiled search, {steps} decoding steps, "
+          f"{sum(counts.values()) / steps:.0f} HLO ops and {body_ms / steps:.3f} ms of them per "
+          "step; in the loop:")
     _rows(totals, counts, steps)
     print("outside the loop:")
     _rows(*profile["outside"], sentences, per="/sent.")
     outside_ms = sum(profile["outside"][0].values())
-    between = max(profile["loops_ms"] - body_ms, 0.0)
-    rest = wall_ms - profile["loops_ms"] - outside_ms
-    print(f"wall {wall_ms:.1f} ms ({wall_ms / sentences:.2f} ms a sentence): the loop's HLO ops "
-          f"{body_ms:.1f} ms ({body_ms / steps:.3f} a step), the loop between them "
-          f"{between:.1f} ms ({between / steps:.3f} a step), HLO ops outside the loop "
-          f"{outside_ms:.1f} ms, the rest (TensorFlow ops, tokenizer, runtime) {rest:.1f} ms")
+    rest = wall_ms - body_ms - outside_ms
+    print(f"wall {wall_ms:.1f} ms ({wall_ms / sentences:.2f} ms a sentence): HLO ops in the loop "
+          f"{body_ms:.1f} ms ({body_ms / steps:.3f} a step), outside it {outside_ms:.1f} ms "
+          f"({outside_ms / sentences:.2f} a sentence), the rest (the runtime between ops, "
+          f"TensorFlow's ops, the tokenizer) {rest:.1f} ms ({rest / sentences:.2f} a sentence)")
+
 
 
 def _rows(totals, counts, steps, per="/step"):

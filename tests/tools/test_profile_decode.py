@@ -1,5 +1,5 @@
 """tools/profile_decode.py's sums of a profile: the XLA ops of a compiled search, inside its loop
-and outside it, however XLA spreads them over threads."""
+and outside it, however XLA spreads them over threads and time."""
 
 import importlib.util
 import os
@@ -40,46 +40,51 @@ def _space(threads):
     return space
 
 
-def test_ops_inside_the_loop_on_any_thread_count_as_the_loops_and_set_the_steps(tool):
+def test_ops_that_ran_more_often_than_the_program_are_the_loops_whatever_thread_or_time(tool):
+    run = "CpuExecutable::ExecuteAsyncOnStream"
     space = _space({
-        # The thread that runs the loop: two passes of its body, a loop within it, the
-        # encoder's matmul before it, and TensorFlow's own event around everything.
-        1000: [("translate", 0, 5000, False), ("MatMul.7", 10, 40, True),
-               ("while.1", 100, 200, True), ("while.4", 110, 20, True),
-               ("dot.3", 110, 10, True), ("add_fusion.2", 130, 5, True),
-               ("dot.3", 200, 12, True), ("add_fusion.2", 220, 5, True),
-               ("compare_fusion.9", 240, 3, True)],
-        # Another thread, its clock 50 ns later: the body's third op, twice, inside the loop
-        # by absolute time (offsets 90 and 190 are 140 and 240 on the first thread's clock),
-        # and one op after the loop.
-        1050: [("softmax_fusion.5", 90, 8, True), ("softmax_fusion.5", 190, 8, True),
-               ("copy.8", 400, 30, True)],
+        # Two runs of the program (two sentences): the encoder's matmul once a run; the
+        # body's ops once a step (3 and 2 steps), one of them on another thread, and some after
+        # their loop's own event ended (XLA's async runtime); a branch taken once in all.
+        1000: [("translate", 0, 5000, False), (run, 0, 900, False), ("MatMul.7", 10, 40, True),
+               ("while.1", 100, 5, True), ("dot.3", 110, 10, True),
+               ("add_fusion.2", 130, 5, True), ("dot.3", 200, 12, True),
+               ("add_fusion.2", 220, 5, True), ("dot.3", 300, 10, True),
+               ("add_fusion.2", 320, 5, True),
+               (run, 1000, 900, False), ("MatMul.7", 1010, 40, True), ("while.1", 1100, 5, True),
+               ("dot.3", 1110, 10, True), ("add_fusion.2", 1130, 5, True),
+               ("dot.3", 1200, 10, True), ("add_fusion.2", 1220, 5, True),
+               ("compare_fusion.9", 1240, 3, True)],
+        5000: [("softmax_fusion.5", 0, 8, True), ("softmax_fusion.5", 100, 8, True),
+               ("softmax_fusion.5", 200, 8, True), ("softmax_fusion.5", 1000, 8, True),
+               ("softmax_fusion.5", 1100, 8, True)],
     })
     profile = tool.hlo_profile([space])
     loop_ms, loop_counts = profile["loop"]
     outside_ms, outside_counts = profile["outside"]
-    assert profile["steps"] == 2  # most body ops ran twice; the branch's once
-    assert dict(loop_counts) == {"dot": 2, "add_fusion": 2, "softmax_fusion": 2,
-                                 "compare_fusion": 1}
-    assert loop_ms["dot"] == pytest.approx(22e-6)  # ms
-    assert loop_ms["softmax_fusion"] == pytest.approx(16e-6)
-    assert dict(outside_counts) == {"MatMul": 1, "copy": 1}
-    assert outside_ms["MatMul"] == pytest.approx(40e-6)
-    # The inner loop lies within the outer one: 200 ns of loop, not 220.
-    assert profile["loops_ms"] == pytest.approx(200e-6)
+    assert profile["runs"] == 2
+    assert profile["steps"] == 5  # most body ops ran 3 + 2 times; the branch's once
+    assert dict(loop_counts) == {"dot": 5, "add_fusion": 5, "softmax_fusion": 5}
+    assert loop_ms["dot"] == pytest.approx(52e-6)  # ms
+    assert loop_ms["softmax_fusion"] == pytest.approx(40e-6)
+    # The branch ran once in two runs: by count it is not the loop's (a rare op's time is
+    # small either way); the loops' own events are neither.
+    assert dict(outside_counts) == {"MatMul": 2, "compare_fusion": 1}
+    assert outside_ms["MatMul"] == pytest.approx(80e-6)
 
 
-def test_the_hlo_table_splits_the_wall_time_into_loop_ops_loop_and_rest(tool, capsys):
+def test_the_hlo_table_splits_the_wall_time_into_loop_ops_outside_ops_and_the_rest(tool, capsys):
     ms = 1_000_000  # ns
-    space = _space({1000: [("while.1", 0, 10 * ms, True), ("dot.3", 0, 3 * ms, True),
+    space = _space({1000: [("CpuExecutable::ExecuteAsyncOnStream", 0, 30 * ms, False),
+                           ("while.1", 0, ms, True), ("dot.3", 0, 3 * ms, True),
                            ("dot.3", 5 * ms, 3 * ms, True), ("fusion.2", 8 * ms, ms // 2, True),
                            ("fusion.2", 9 * ms, ms // 2, True),
                            ("MatMul.7", 20 * ms, 5 * ms, True)]})
     tool.print_hlo_table(tool.hlo_profile([space]), wall_ms=40.0, sentences=2, heading="h")
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last == ("wall 40.0 ms (20.00 ms a sentence): the loop's HLO ops 7.0 ms (3.500 a "
-                    "step), the loop between them 3.0 ms (1.500 a step), HLO ops outside the "
-                    "loop 5.0 ms, the rest (TensorFlow ops, tokenizer, runtime) 25.0 ms")
+    assert last == ("wall 40.0 ms (20.00 ms a sentence): HLO ops in the loop 7.0 ms (3.500 a "
+                    "step), outside it 5.0 ms (2.50 a sentence), the rest (the runtime between "
+                    "ops, TensorFlow's ops, the tokenizer) 28.0 ms (14.00 a sentence)")
 
 
 def test_tensorflow_ops_are_summed_by_type_and_the_executors_events_are_not(tool):
