@@ -147,7 +147,6 @@ def hlo_profile(spaces):
     return {"loop": loop, "outside": outside, "runs": runs, "steps": steps}
 
 
-
 def print_op_table(totals, counts, wall_ms, sentences, heading):
     steps = counts["LogSoftmax"] or 1  # one per step of every search
     all_ms = sum(totals.values())
@@ -174,7 +173,6 @@ def print_hlo_table(profile, wall_ms, sentences, heading):
           f"{body_ms:.1f} ms ({body_ms / steps:.3f} a step), outside it {outside_ms:.1f} ms "
           f"({outside_ms / sentences:.2f} a sentence), the rest (the runtime between ops, "
           f"TensorFlow's ops, the tokenizer) {rest:.1f} ms ({rest / sentences:.2f} a sentence)")
-
 
 
 def _rows(totals, counts, steps, per="/step"):
