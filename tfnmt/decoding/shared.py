@@ -9,9 +9,9 @@ SHARED = "shared"
 
 def with_output_kernel(memory, matrix):
     """`memory` with a tied output matrix [V, d] transposed once per batch as its SHARED
-    "output_kernel": a MatMul with transpose_b re-transposes its matrix at every call (at beam
-    5, batch 1 that took 5.7 ms a step against 0.4 ms for the pre-transposed matrix; 8k pieces,
-    d 256, 2-core CPU)."""
+    "output_kernel": a MatMul with transpose_b re-transposes its matrix at every step, which
+    costs more than this once-per-batch copy (docs/benchmarks.md, "Decoding speed against
+    CTranslate2", where the copy's own cost at batch 1 is measured too)."""
     return dict(memory, **{SHARED: {"output_kernel": tf.transpose(matrix)}})
 
 
