@@ -185,9 +185,6 @@ def test_a_function_an_earlier_conversion_left_under_the_same_name_does_not_stop
     stale = next(f for f in loop.get_concrete_function().graph.as_graph_def().library.function
                  if "cond" in f.signature.name)
     stale.signature.name = "while_cond_function_0"
-    # In a worker that converted before, the real leftover is there already (the clash itself).
-    if context.context().has_function("while_cond_function_0"):
-        context.context().remove_function("while_cond_function_0")
     context.context().add_function_def(stale)
     real = tf.lite.TFLiteConverter.convert
 
