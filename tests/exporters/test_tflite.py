@@ -172,48 +172,6 @@ def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, mo
     assert len(logged[0].splitlines()) > 3
 
 
-def test_a_function_an_earlier_conversion_left_under_the_same_name_does_not_stop_a_conversion(
-        tmp_path, monkeypatch):
-    # The clash as the suite's workers met it: the name this conversion generates is taken in
-    # the eager context by another definition an earlier conversion left.
-    from tensorflow.python.eager import context
-
-    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
-    def loop(i):
-        return tf.while_loop(lambda i: i < 3, lambda i: i + 1, [i])
-
-    stale = next(f for f in loop.get_concrete_function().graph.as_graph_def().library.function
-                 if "cond" in f.signature.name)
-    stale.signature.name = "while_cond_function_0"
-    context.context().add_function_def(stale)
-    real = tf.lite.TFLiteConverter.convert
-
-    def convert(converter):
-        if context.context().has_function("while_cond_function_0"):
-            raise tf.errors.InvalidArgumentError(
-                None, None, "Attempting to add a duplicate function with name: "
-                "while_cond_function_0 where the previous and current definitions differ.")
-        return real(converter)
-
-    monkeypatch.setattr(tf.lite.TFLiteConverter, "convert", convert)
-    vocab_path = str(tmp_path / "spm.model")
-    vocab.train_sentencepiece([s for p in synthetic_pairs(100) for s in p], vocab_path, 40, "word")
-    words = vocab.Vocab.from_file(vocab_path)
-    model = catalog.get("densenmt")(words.size, words.size, encoder_layers=1, decoder_layers=1,
-                                    embed_dim=16, table_dim=8, growth_rate=8, attention_dim=8)
-    model.build_with_dummy_batch()
-    flatbuffer = tflite.convert(Translator(model, words, words, DecodingOptions(beam_size=1)),
-                                "none")
-    assert flatbuffer[4:8] == b"TFL3"
-    assert not context.context().has_function("while_cond_function_0")
-    # Any other converter error is told as before.
-    monkeypatch.setattr(tf.lite.TFLiteConverter, "convert", lambda converter: (_ for _ in ()).throw(
-        tf.errors.InvalidArgumentError(None, None, "Attempting to add a duplicate function "
-                                       "with name: nowhere_0 where ...")))
-    with pytest.raises(ConfigError, match="cannot be converted to TFLite"):
-        tflite.convert(Translator(model, words, words, DecodingOptions(beam_size=1)), "none")
-
-
 def test_a_converter_error_is_told_by_its_first_error_line_not_its_dumps_last():
     message = ("Could not translate MLIR to FlatBuffer.\n"
                "<unknown>:0: error: loc(\"while\"): 'tfl.while' op body has 3 results\n"

@@ -25,7 +25,6 @@ import shutil
 import numpy as np
 import tensorflow as tf
 from absl import logging
-from tensorflow.python.eager import context
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from tfnmt import json_files
@@ -38,7 +37,6 @@ from tfnmt.exporters.versions import write_version
 
 MODEL_FILE = "model.tflite"
 INFO_FILE = "tflite_export.json"
-DUPLICATE_FUNCTION = re.compile(r"Attempting to add a duplicate function with name: (\S+)")
 
 
 class _IdTranslator(tf.Module):
@@ -72,30 +70,13 @@ def convert(translator, quantize):
     if quantize == "float16":
         converter.target_spec.supported_types = [tf.float16]
     try:
-        return _convert_clearing_stale_functions(converter)
+        return converter.convert()
     except Exception as error:  # the converter raises ConverterError and assorted others
         name = getattr(translator.model, "registry_name", type(translator.model).__name__)
         # The one line below loses the rest; the log keeps it for whoever reports the failure.
         logging.warning("the TFLite converter failed (%s):\n%s", type(error).__name__, error)
         raise ConfigError(f"model {name!r} cannot be converted to TFLite: "
                           f"{_reason(str(error))}") from None
-
-
-def _convert_clearing_stale_functions(converter):
-    """converter.convert(). A conversion leaves the functions it made in TensorFlow's eager
-    context under generated names (`while_cond_function_0`); a later conversion in the same
-    process that generates the same name for another function fails with "Attempting to add
-    a duplicate function" (seen in the test suite's workers, which convert many models). The
-    earlier conversion is finished, so its function is removed and the conversion run again."""
-    while True:
-        try:
-            return converter.convert()
-        except tf.errors.InvalidArgumentError as error:
-            stale = DUPLICATE_FUNCTION.search(str(error))
-            if stale is None or not context.context().has_function(stale.group(1)):
-                raise
-            logging.info("TFLite: removing %s, left by an earlier conversion", stale.group(1))
-            context.context().remove_function(stale.group(1))
 
 
 def _reason(message):
