@@ -139,21 +139,43 @@ def _int8_buffers_of_shape(flatbuffer, shape):
     return len(found)
 
 
-def test_a_table_shared_by_the_lookups_and_the_softmax_is_stored_once_in_int8(tmp_path):
+@pytest.fixture(scope="module")
+def tiny_densenmt(tmp_path_factory):
+    """tiny_densenmt(seed, beam_size): a Translator of an untrained DenseNMT with one table for
+    the lookups and the softmax (as the phone model's), 60 words, seeded."""
+    vocab_path = str(tmp_path_factory.mktemp("vocab") / "spm.model")
+    vocab.train_sentencepiece([s for p in synthetic_pairs(200) for s in p], vocab_path, 60, "word")
+    words = vocab.Vocab.from_file(vocab_path)
+
+    def make(seed, beam_size):
+        keras.utils.set_random_seed(seed)
+        model = catalog.get("densenmt")(words.size, words.size, encoder_layers=2,
+                                        decoder_layers=2, embed_dim=64, table_dim=32,
+                                        growth_rate=16, attention_dim=16,
+                                        share_embeddings=True, tie_output=True)
+        model.build_with_dummy_batch()
+        return Translator(model, words, words, DecodingOptions(beam_size=beam_size))
+    return make
+
+
+def test_a_table_shared_by_the_lookups_and_the_softmax_is_stored_once_in_int8(tiny_densenmt):
     # The phone model's one table (configs/densenmt/phone.cfg) feeds the embedding lookups and
     # the output layer: quantised per output channel for the output layer and per tensor for
     # the lookups, it was stored twice (0.5 MB of its 5.6 MB).
-    vocab_path = str(tmp_path / "spm.model")
-    vocab.train_sentencepiece([s for p in synthetic_pairs(200) for s in p], vocab_path, 60, "word")
-    words = vocab.Vocab.from_file(vocab_path)
-    keras.utils.set_random_seed(0)
-    model = catalog.get("densenmt")(words.size, words.size, encoder_layers=2, decoder_layers=2,
-                                    embed_dim=64, table_dim=32, growth_rate=16, attention_dim=16,
-                                    share_embeddings=True, tie_output=True)
-    model.build_with_dummy_batch()
-    translator = Translator(model, words, words, DecodingOptions(beam_size=1))
+    translator = tiny_densenmt(0, 1)
     # (TFLite leaves tensors of fewer than 1,024 values in float32: 60 x 32 is quantised.)
-    assert _int8_buffers_of_shape(tflite.convert(translator, "dynamic"), [words.size, 32]) == 1
+    flatbuffer = tflite.convert(translator, "dynamic")
+    assert _int8_buffers_of_shape(flatbuffer, [translator.target_vocab.size, 32]) == 1
+
+
+def test_conversions_of_different_models_in_one_process_all_succeed(tiny_densenmt):
+    # The converter left a function named while_cond_function_0 in the process's TensorFlow
+    # context; the next conversion that named one so with another body failed with "Attempting
+    # to add a duplicate function" (the suite's intermittent failure, whichever TFLite test
+    # came second in a worker).
+    for seed, (quantize, beam_size) in enumerate([("dynamic", 4), ("none", 1), ("none", 4)]):
+        flatbuffer = tflite.convert(tiny_densenmt(seed, beam_size), quantize)
+        assert flatbuffer[4:8] == b"TFL3"  # the flatbuffer's file identifier
 
 
 def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, monkeypatch, caplog):

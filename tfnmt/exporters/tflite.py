@@ -21,6 +21,9 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -36,6 +39,8 @@ from tfnmt.exporters.options import QUANTIZATIONS
 from tfnmt.exporters.versions import write_version
 
 MODEL_FILE = "model.tflite"
+# Each conversion runs in a process of its own (why: its docstring).
+_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tflite_child.py")
 INFO_FILE = "tflite_export.json"
 
 
@@ -58,25 +63,27 @@ def convert(translator, quantize):
     module = _IdTranslator(translator)
     frozen = convert_variables_to_constants_v2(module.translate_ids.get_concrete_function(),
                                                lower_control_flow=False)
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([frozen], module)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    if quantize != "none":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]  # dynamic-range int8 weights
-        # One scale per matrix for fully connected layers (convolutions keep one per output
-        # channel): an embedding table that is also the output layer (--tie_output) then has
-        # one int8 form, where a scale per output row made the converter store a second copy
-        # (docs/benchmarks.md "TFLite export of DenseNMT-4L-2": the same BLEU, 0.8 MB less).
-        converter._experimental_disable_per_channel_quantization_for_dense_layers = True
-    if quantize == "float16":
-        converter.target_spec.supported_types = [tf.float16]
-    try:
-        return converter.convert()
-    except Exception as error:  # the converter raises ConverterError and assorted others
-        name = getattr(translator.model, "registry_name", type(translator.model).__name__)
-        # The one line below loses the rest; the log keeps it for whoever reports the failure.
-        logging.warning("the TFLite converter failed (%s):\n%s", type(error).__name__, error)
-        raise ConfigError(f"model {name!r} cannot be converted to TFLite: "
-                          f"{_reason(str(error))}") from None
+    with tempfile.TemporaryDirectory() as directory:
+        with open(os.path.join(directory, "frozen.pb"), "wb") as f:
+            f.write(frozen.graph.as_graph_def().SerializeToString())
+        json_files.write(os.path.join(directory, "tensors.json"),
+                         {"inputs": [t.name for t in frozen.inputs],
+                          "outputs": [t.name for t in frozen.outputs]})
+        child = subprocess.run([sys.executable, _CHILD, directory, quantize], capture_output=True,
+                               text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        if child.returncode == 0:
+            with open(os.path.join(directory, MODEL_FILE), "rb") as f:
+                return f.read()
+        error = os.path.join(directory, "error.txt")
+        if os.path.isfile(error):
+            with open(error) as f:
+                kind, _, message = f.read().partition("\n")
+        else:  # the child died before it could say why (killed, out of memory)
+            kind, message = f"exit status {child.returncode}", child.stderr[-3000:]
+    name = getattr(translator.model, "registry_name", type(translator.model).__name__)
+    # The one line below loses the rest; the log keeps it for whoever reports the failure.
+    logging.warning("the TFLite converter failed (%s):\n%s", kind, message)
+    raise ConfigError(f"model {name!r} cannot be converted to TFLite: {_reason(message)}")
 
 
 def _reason(message):
