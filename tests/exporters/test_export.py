@@ -74,11 +74,8 @@ def test_fresh_process_reproduces_in_process_translations(trained_model, exporte
     assert result.returncode == 0, result.stderr[-2000:]
     served = json.loads(result.stdout.strip().splitlines()[-1])
 
-    _, model, source_vocab, target_vocab = model_dir.load(trained_model)
-    checkpoints.restore_model(model, checkpoints.resolve(trained_model))
     # The export used the CLI's decoding defaults, which are Translator's defaults.
-    translator = Translator(model, source_vocab, target_vocab,
-                            DecodingOptions(beam_size=3, n_best=3))
+    translator = _translator(trained_model, beam_size=3, n_best=3)
     local = translator.translate(tf.constant(SENTENCES))
     assert served["t"] == [t.decode() for t in local["translations"].numpy()]
     assert served["s"] == local["scores"].numpy().tolist()
@@ -91,6 +88,43 @@ def test_fresh_process_reproduces_in_process_translations(trained_model, exporte
     for row, scores, best in zip(served["nt"], served["ns"], served["t"]):
         assert row[0] == best and scores == sorted(scores, reverse=True)
     assert len(set(served["nt"][0])) == 3
+
+
+def _translator(trained_model, **options):
+    _, model, source_vocab, target_vocab = model_dir.load(trained_model)
+    checkpoints.restore_model(model, checkpoints.resolve(trained_model))
+    return Translator(model, source_vocab, target_vocab, DecodingOptions(**options))
+
+
+def test_the_export_decodes_with_a_stored_transpose_of_the_output_matrix(trained_model,
+                                                                         exported):
+    """The tied output matrix's transpose is a variable of the export, made once from the
+    weights (decoding/shared.stored_transposes), and the signatures read it."""
+    loaded = tf.saved_model.load(exported[1])
+    (kernel,) = loaded.output_kernels
+    translator = _translator(trained_model)
+    matrix = translator.model.decoder.embedding.embeddings
+    assert (kernel.numpy() == tf.transpose(matrix).numpy()).all()
+    before = loaded.signatures["serving_default"](text=tf.constant(SENTENCES))["scores"].numpy()
+    kernel.assign(kernel * 2.0)
+    after = loaded.signatures["serving_default"](text=tf.constant(SENTENCES))["scores"].numpy()
+    assert all(b != a for b, a in zip(before, after) if b != 0.0)
+
+
+def test_exporting_leaves_the_translator_decoding_with_its_current_weights(trained_model,
+                                                                           tmp_path):
+    """The export's stored transpose never reaches the caller's translator, which (in training's
+    validation) decodes again after its weights change."""
+    translator = _translator(trained_model, beam_size=2)
+    saved_model.export(translator, str(tmp_path), "m")
+    matrix = translator.model.decoder.embedding.embeddings
+    before = translator.translate(tf.constant(SENTENCES))["scores"].numpy()
+    matrix.assign(matrix * 2.0)
+    after = translator.translate(tf.constant(SENTENCES))["scores"].numpy()
+    fresh = Translator(translator.model, translator.source_vocab, translator.target_vocab,
+                       translator.options)  # (a tf.function method holds its object weakly)
+    fresh = fresh.translate(tf.constant(SENTENCES))["scores"].numpy()
+    assert after.tolist() == fresh.tolist() and after.tolist() != before.tolist()
 
 
 def test_existing_version_is_refused(trained_model, exported, capsys):
