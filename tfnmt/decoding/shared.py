@@ -31,7 +31,8 @@ def with_output_kernel(memory, matrix):
 @contextlib.contextmanager
 def stored_transposes():
     """Within it, functions traced read each tied output matrix's transpose from a variable
-    made once (the list it yields: a SavedModel must track them), not transposed per call.
+    made once, not transposed per call. Yields a list that holds those variables once the
+    block ends (a SavedModel must track them).
 
     Only for an export, whose weights never change: a function traced here would keep
     decoding with the transpose of the weights it was traced with. At batch 1 the per-call
