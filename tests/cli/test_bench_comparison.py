@@ -27,7 +27,7 @@ def test_machine_load_counts_a_busy_sibling_and_not_this_process():
 def _engine(engine, variant, sps, p50, others=0.01):
     d = {"sentences_per_second": sps, "batch1_latency_ms_p50": p50,
          "batch1_latency_ms_p90": p50 * 1.5, "others_max": others}
-    return {"engine": engine, "variant": variant, "pid": 1, "decodes": {"beam": d, "greedy": d}}
+    return {"engine": engine, "variant": variant, "pids": [1], "decodes": {"beam": d, "greedy": d}}
 
 
 def _result(engines, batch=32):
@@ -114,3 +114,24 @@ def test_a_saved_model_stands_for_its_own_variant_only():
         made = compare.variant_options(exported, variants[name])
         assert made != exported and made.decode_dtype == "float32" and made.beam_size == 5
     assert compare.variant_options(exported, variants["float32 xla"]).xla_decoding
+
+
+def test_the_engines_take_turns_round_by_round_and_each_rounds_pass_is_kept(monkeypatch):
+    # Three passes in a row per engine put a change in the machine's own speed on one engine.
+    calls = []
+
+    def one_round(spec, tmp):
+        calls.append((spec["variant"], spec["repeats"], spec["own_limits"]))
+        seconds = len(calls)  # each call's pass told apart by its time
+        d = {"outputs": ["x"], "batched": [{"seconds": seconds, "others": 0.0}],
+             "single": [{"latencies_ms": [float(seconds)], "others": 0.0}]}
+        return {"pid": 100 + len(calls), "engine": "e", "variant": spec["variant"],
+                "decodes": {"beam": d}}
+    monkeypatch.setattr(compare, "_run_engine", one_round)
+    merged = compare._interleaved([{"variant": "a", "repeats": 1}, {"variant": "b", "repeats": 1}],
+                                  "tmp")
+    assert calls == [("a", 1, True), ("b", 1, True)] + [("a", 1, False), ("b", 1, False)] * 2
+    a, b = merged
+    assert [run["seconds"] for run in a["decodes"]["beam"]["batched"]] == [1, 3, 5]
+    assert [run["latencies_ms"] for run in b["decodes"]["beam"]["single"]] == [[2.0], [4.0], [6.0]]
+    assert a["pids"] == [101, 103, 105] and b["pids"] == [102, 104, 106] and "pid" not in a

@@ -196,8 +196,9 @@ def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained
         assert (cells[3].strip(), cells[6].strip()) == ("-", "-"), row
     share, _ = result["busiest"]
     assert share > 0.10 and f"No ratio: other processes used {100 * share:.0f}%" in lines[-2]
-    pids = [e["pid"] for e in result["engines"]]
-    assert os.getpid() not in pids and len(set(pids)) == len(pids)
+    pids = [pid for e in result["engines"] for pid in e["pids"]]
+    assert os.getpid() not in pids and len(set(pids)) == len(pids)  # a process per engine and round
+    assert {len(e["pids"]) for e in result["engines"]} == {bench_ctranslate2.REPEATS}
     assert [(e["engine"], e["variant"]) for e in result["engines"]][:2] == [
         ("tfnmt", "float32"), ("ctranslate2", "float32")]
     assert result["agreement"]["greedy"] == "12/12"

@@ -113,7 +113,7 @@ def compare(bench, data, batch, source):
     with tempfile.TemporaryDirectory() as tmp:
         specs = _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab,
                        decodes, test, here["instructions"])
-        engines = [_run_engine(spec, tmp) for spec in specs]
+        engines = _interleaved(specs, tmp)
     result = {"bench": "translate", "compare": "ctranslate2", "model": config["model"],
               "source": saved or "checkpoint", "sentences": len(test.order),
               "batch_size": batch, "latency_sentences": len(test.singles), "repeats": REPEATS,
@@ -137,7 +137,7 @@ TFNMT_VARIANTS = (("float32", {}), ("float32 xla", {"xla_decoding": True}),
 BFLOAT16_INSTRUCTIONS = {"avx512_bf16", "amx_bf16"}
 # What a variant does not name is as in the default export.
 _VARIANT_DEFAULTS = {"xla_decoding": False, "decode_dtype": "float32"}
-# Timed passes per engine and decode; the figures are their medians.
+# Rounds, each a timed pass per engine and decode; the figures are their medians.
 REPEATS = 3
 # Above this share of the machine used by other processes during any timed pass, no ratio is
 # printed: CTranslate2's OpenMP threads slow down far more under outside load than
@@ -176,7 +176,7 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
     from tfnmt.decoding.translator import Translator
     from tfnmt.exporters import ctranslate2 as ct2_export
     from tfnmt.exporters import saved_model
-    common_spec = {"batches": test.batches, "singles": test.singles, "repeats": REPEATS}
+    common_spec = {"batches": test.batches, "singles": test.singles, "repeats": 1}
     specs = []
     for variant, changes in native_variants(instructions):
         wanted = {name: variant_options(o, changes) for name, o in decodes.items()}
@@ -215,6 +215,29 @@ def variant_options(options, changes):
     """`options` (DecodingOptions) as a variant's `changes` make them, from the default export:
     so an export of another variant given as --saved_model is not taken for this one."""
     return dataclasses.replace(options, **{**_VARIANT_DEFAULTS, **changes})
+
+
+def _interleaved(specs, tmp):
+    """Each engine's RESULT (cli/bench_engine.py) over REPEATS rounds: in each round every
+    engine in turn, in a process of its own, warms up and makes one timed pass of each decode.
+
+    Three passes in a row per engine put a change in the machine's own speed (the host's other
+    guests, which no load figure inside sees) on whichever engine ran then; figures moved by up
+    to 35% between runs that way (docs/benchmarks.md). Taking turns spreads each engine's
+    passes over the whole bench. The translations compared are the first round's."""
+    merged = [None] * len(specs)
+    for round_ in range(REPEATS):
+        for i, spec in enumerate(specs):
+            result = _run_engine(dict(spec, own_limits=round_ == 0), tmp)
+            pid = result.pop("pid")
+            if merged[i] is None:
+                merged[i] = dict(result, pids=[pid])
+                continue
+            merged[i]["pids"].append(pid)
+            for name, decode in result["decodes"].items():
+                for passes in ("batched", "single"):
+                    merged[i]["decodes"][name][passes] += decode[passes]
+    return merged
 
 
 def _run_engine(spec, tmp):
@@ -257,7 +280,7 @@ def summary(engine, test, batch):
                 [np.percentile(run["latencies_ms"], 90) for run in d["single"]])), 2),
             "others_max": None if None in loads else max(loads),
             "runs": {"batched": d["batched"], "single": d["single"]}}
-    return {"engine": engine["engine"], "variant": engine["variant"], "pid": engine["pid"],
+    return {"engine": engine["engine"], "variant": engine["variant"], "pids": engine["pids"],
             "decodes": decodes}
 
 

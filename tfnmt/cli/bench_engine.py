@@ -2,19 +2,22 @@
 
     python -m tfnmt.cli.bench_engine SPEC.json RESULT.json
 
-The comparison (cli/bench_ctranslate2.py) starts one such process per engine and variant, one
-after the other, so that neither engine's threads, memory or caches meet the other's. A process
+The comparison (cli/bench_ctranslate2.py) starts one such process per engine and variant and
+round, one after the other, so that neither engine's threads, memory or caches meet the
+other's. A process
 imports only its own engine: CTranslate2's never loads TensorFlow.
 
 SPEC: {"engine": "tfnmt" | "ctranslate2", "variant": a tfnmt export's name or a CTranslate2
 compute type, "decodes": {name: the tfnmt SavedModel's path, or CTranslate2's beam_size and
 length_penalty}, "batches": [[line, ...], ...], "singles": [line, ...], "repeats": N, and for
-CTranslate2 "model_dir", "source_spm", "target_spm", "threads", "max_input_length" and each line's "limits" (tfnmt's length
-limit, eos excluded)}.
+CTranslate2 "model_dir", "source_spm", "target_spm", "threads", "max_input_length", each line's
+"limits" (tfnmt's length limit, eos excluded) and "own_limits" (whether to decode each line with
+its own limit too)}.
 
 RESULT: {"pid", "engine", "variant", "decodes": {name: {"outputs": the batches' translations,
 "batched": [{"seconds", "others"}] one per repeat, "single": [{"latencies_ms", "others"}] one
-per repeat, and for CTranslate2 "own_limit_outputs": each line decoded with its own limit}}}.
+per repeat, and for CTranslate2 with "own_limits" "own_limit_outputs": each line decoded with
+its own limit}}}.
 A warm-up pass over every batch and single line comes first and is not timed.
 """
 
@@ -136,7 +139,7 @@ def run(spec):
         else:
             translate = _ctranslate2_engine(spec, decode)
         decodes[name] = measure(translate, spec["batches"], spec["singles"], spec["repeats"])
-        if spec["engine"] == "ctranslate2":
+        if spec["engine"] == "ctranslate2" and spec["own_limits"]:
             lines = [line for lines in spec["batches"] for line in lines]
             decodes[name]["own_limit_outputs"] = _own_limits(
                 translate, lines, spec["limits"], max(len(b) for b in spec["batches"]))
