@@ -121,16 +121,15 @@ def test_the_engines_take_turns_round_by_round_and_each_rounds_pass_is_kept(monk
     calls = []
 
     def one_round(spec, tmp):
-        calls.append((spec["variant"], spec["repeats"], spec["own_limits"]))
+        calls.append((spec["variant"], spec["own_limits"]))
         seconds = len(calls)  # each call's pass told apart by its time
         d = {"outputs": ["x"], "batched": [{"seconds": seconds, "others": 0.0}],
              "single": [{"latencies_ms": [float(seconds)], "others": 0.0}]}
         return {"pid": 100 + len(calls), "engine": "e", "variant": spec["variant"],
                 "decodes": {"beam": d}}
     monkeypatch.setattr(compare, "_run_engine", one_round)
-    merged = compare._interleaved([{"variant": "a", "repeats": 1}, {"variant": "b", "repeats": 1}],
-                                  "tmp")
-    assert calls == [("a", 1, True), ("b", 1, True)] + [("a", 1, False), ("b", 1, False)] * 2
+    merged = compare._interleaved([{"variant": "a"}, {"variant": "b"}], "tmp")
+    assert calls == [("a", True), ("b", True)] + [("a", False), ("b", False)] * 2
     a, b = merged
     assert [run["seconds"] for run in a["decodes"]["beam"]["batched"]] == [1, 3, 5]
     assert [run["latencies_ms"] for run in b["decodes"]["beam"]["single"]] == [[2.0], [4.0], [6.0]]

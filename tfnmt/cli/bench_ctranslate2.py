@@ -176,7 +176,7 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
     from tfnmt.decoding.translator import Translator
     from tfnmt.exporters import ctranslate2 as ct2_export
     from tfnmt.exporters import saved_model
-    common_spec = {"batches": test.batches, "singles": test.singles, "repeats": 1}
+    common_spec = {"batches": test.batches, "singles": test.singles}
     specs = []
     for variant, changes in native_variants(instructions):
         wanted = {name: variant_options(o, changes) for name, o in decodes.items()}
@@ -221,10 +221,10 @@ def _interleaved(specs, tmp):
     """Each engine's RESULT (cli/bench_engine.py) over REPEATS rounds: in each round every
     engine in turn, in a process of its own, warms up and makes one timed pass of each decode.
 
-    Three passes in a row per engine put a change in the machine's own speed (the host's other
-    guests, which no load figure inside sees) on whichever engine ran then; figures moved by up
-    to 35% between runs that way (docs/benchmarks.md). Taking turns spreads each engine's
-    passes over the whole bench. The translations compared are the first round's."""
+    The machine's own speed drifts within a run (the host's other guests, which no load figure
+    inside sees; a third round slower for every engine, docs/benchmarks.md): three passes in a
+    row per engine put such a drift on one engine, taking turns spreads it over all of them.
+    The translations compared are the first round's."""
     merged = [None] * len(specs)
     for round_ in range(REPEATS):
         for i, spec in enumerate(specs):
@@ -265,7 +265,7 @@ def _run_engine(spec, tmp):
 
 
 def summary(engine, test, batch):
-    """An engine's figures per decode: the medians over the repeats of sentences/s at `batch`
+    """An engine's figures per decode: the medians over the rounds of sentences/s at `batch`
     and of batch-1 latency p50 and p90, and the largest share of the machine others used
     during any timed pass (None if it could not be read)."""
     decodes = {}

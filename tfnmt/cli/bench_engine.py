@@ -9,15 +9,15 @@ imports only its own engine: CTranslate2's never loads TensorFlow.
 
 SPEC: {"engine": "tfnmt" | "ctranslate2", "variant": a tfnmt export's name or a CTranslate2
 compute type, "decodes": {name: the tfnmt SavedModel's path, or CTranslate2's beam_size and
-length_penalty}, "batches": [[line, ...], ...], "singles": [line, ...], "repeats": N, and for
+length_penalty}, "batches": [[line, ...], ...], "singles": [line, ...], and for
 CTranslate2 "model_dir", "source_spm", "target_spm", "threads", "max_input_length", each line's
 "limits" (tfnmt's length limit, eos excluded) and "own_limits" (whether to decode each line with
 its own limit too)}.
 
 RESULT: {"pid", "engine", "variant", "decodes": {name: {"outputs": the batches' translations,
-"batched": [{"seconds", "others"}] one per repeat, "single": [{"latencies_ms", "others"}] one
-per repeat, and for CTranslate2 with "own_limits" "own_limit_outputs": each line decoded with
-its own limit}}}.
+"batched": [{"seconds", "others"}], "single": [{"latencies_ms", "others"}] (one timed pass each:
+the comparison joins its rounds' lists), and for CTranslate2 with "own_limits"
+"own_limit_outputs": each line decoded with its own limit}}}.
 A warm-up pass over every batch and single line comes first and is not timed.
 """
 
@@ -109,26 +109,24 @@ def _own_limits(translate, lines, limits, batch):
     return [out[line] for line in lines]
 
 
-def measure(translate, batches, singles, repeats):
-    """The timings of one decode: a warm-up pass, then `repeats` x (every batch in turn, then
-    every single line), each pass with the machine's load over it."""
+def measure(translate, batches, singles):
+    """The timings of one decode: a warm-up pass, then one timed pass over every batch in turn
+    and one over every single line, each with the machine's load over it."""
     outputs = [t for lines in batches for t in translate(lines)]
     for line in singles:
         translate([line])
-    batched, single = [], []
-    for _ in range(repeats):
-        with MachineLoad() as load:
-            for lines in batches:
-                translate(lines)
-        batched.append({"seconds": round(load.seconds, 4), "others": load.others})
-        latencies = []
-        with MachineLoad() as load:
-            for line in singles:
-                start = time.perf_counter()
-                translate([line])
-                latencies.append(round(1000 * (time.perf_counter() - start), 3))
-        single.append({"latencies_ms": latencies, "others": load.others})
-    return {"outputs": outputs, "batched": batched, "single": single}
+    with MachineLoad() as load:
+        for lines in batches:
+            translate(lines)
+    batched = {"seconds": round(load.seconds, 4), "others": load.others}
+    latencies = []
+    with MachineLoad() as load:
+        for line in singles:
+            start = time.perf_counter()
+            translate([line])
+            latencies.append(round(1000 * (time.perf_counter() - start), 3))
+    single = {"latencies_ms": latencies, "others": load.others}
+    return {"outputs": outputs, "batched": [batched], "single": [single]}
 
 
 def run(spec):
@@ -138,7 +136,7 @@ def run(spec):
             translate = _tfnmt_engine(decode)
         else:
             translate = _ctranslate2_engine(spec, decode)
-        decodes[name] = measure(translate, spec["batches"], spec["singles"], spec["repeats"])
+        decodes[name] = measure(translate, spec["batches"], spec["singles"])
         if spec["engine"] == "ctranslate2" and spec["own_limits"]:
             lines = [line for lines in spec["batches"] for line in lines]
             decodes[name]["own_limit_outputs"] = _own_limits(
