@@ -2,10 +2,9 @@
 
     python -m tfnmt.cli.bench_engine SPEC.json RESULT.json
 
-The comparison (cli/bench_ctranslate2.py) starts one such process per engine and variant and
+The comparison (cli/bench_ctranslate2.py) starts one such process per engine, variant and
 round, one after the other, so that neither engine's threads, memory or caches meet the
-other's. A process
-imports only its own engine: CTranslate2's never loads TensorFlow.
+other's. A process imports only its own engine: CTranslate2's never loads TensorFlow.
 
 SPEC: {"engine": "tfnmt" | "ctranslate2", "variant": a tfnmt export's name or a CTranslate2
 compute type, "decodes": {name: the tfnmt SavedModel's path, or CTranslate2's beam_size and

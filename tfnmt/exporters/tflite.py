@@ -14,7 +14,9 @@ ops an app would have to link).
 Two facts of the toolchain shape the conversion (../shared/docs/field-notes.md): variables read
 inside a while loop must be frozen into constants first, and the loop must stay functional
 (`lower_control_flow=False`), or the shape-changing hypotheses of the beam search no longer
-match the loop's declared shapes.
+match the loop's declared shapes. The converter itself runs in a child process
+(tflite_child.py), given the frozen graph: in the exporting process it would leave functions
+that a later conversion of another model can clash with.
 """
 
 import json
@@ -39,9 +41,9 @@ from tfnmt.exporters.options import QUANTIZATIONS
 from tfnmt.exporters.versions import write_version
 
 MODEL_FILE = "model.tflite"
+INFO_FILE = "tflite_export.json"
 # Each conversion runs in a process of its own (why: its docstring).
 _CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tflite_child.py")
-INFO_FILE = "tflite_export.json"
 
 
 class _IdTranslator(tf.Module):
