@@ -2,7 +2,7 @@
 summed by op type.
 
     python tools/profile_decode.py --model_dir=M --input=FILE [--beam_size=5] [--batch_size=32]
-        [--sentences=1000] [--inter_op=1] [--xla_decoding]
+        [--sentences=1000] [--inter_op=1] [--xla_decoding] [--decode_dtype=bfloat16]
 
 Translates the first --sentences lines of --input, sorted by length, in batches of
 --batch_size (after one warm-up batch), under the profiler; prints one row per op type (total
@@ -45,6 +45,7 @@ def main():
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--inter_op", type=int, default=0)
     parser.add_argument("--xla_decoding", action="store_true")
+    parser.add_argument("--decode_dtype", default="float32", choices=("float32", "bfloat16"))
     args = parser.parse_args()
 
     if args.xla_decoding:
@@ -61,7 +62,8 @@ def main():
     with open(args.input, encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f][:args.sentences]
     _, translator = from_checkpoint(args.model_dir, options=DecodingOptions(
-        beam_size=args.beam_size, xla_decoding=args.xla_decoding))
+        beam_size=args.beam_size, xla_decoding=args.xla_decoding,
+        decode_dtype=args.decode_dtype))
     lengths = translator.source_tokenizer.tokenize(tf.constant(lines)).row_lengths().numpy()
     lines = [line for _, line in sorted(zip(lengths, lines), key=lambda pair: pair[0])]
     batches = [lines[i:i + args.batch_size] for i in range(0, len(lines), args.batch_size)]

@@ -96,19 +96,32 @@ def _translator(trained_model, **options):
     return Translator(model, source_vocab, target_vocab, DecodingOptions(**options))
 
 
-def test_the_export_decodes_with_a_stored_transpose_of_the_output_matrix(trained_model,
-                                                                         exported):
-    """The tied output matrix's transpose is a variable of the export, made once from the
-    weights (decoding/shared.stored_transposes), and the signatures read it."""
+def test_the_export_decodes_with_what_it_derived_from_the_weights_once(trained_model, exported):
+    """The tied output matrix's transpose and each decoder layer's self-attention projections
+    side by side are variables of the export, made once from the weights
+    (decoding/shared.stored_derivations), and the signatures read each of them."""
     loaded = tf.saved_model.load(exported[1])
-    (kernel,) = loaded.output_kernels
-    translator = _translator(trained_model)
-    matrix = translator.model.decoder.embedding.embeddings
-    assert (kernel.numpy() == tf.transpose(matrix).numpy()).all()
-    before = loaded.signatures["serving_default"](text=tf.constant(SENTENCES))["scores"].numpy()
-    kernel.assign(kernel * 2.0)
-    after = loaded.signatures["serving_default"](text=tf.constant(SENTENCES))["scores"].numpy()
-    assert all(b != a for b, a in zip(before, after) if b != 0.0)
+    decoder = _translator(trained_model).model.decoder
+    expected = [tf.transpose(decoder.embedding.embeddings)] + [
+        part for layer in decoder.layers for part in layer.self_attention.fused_projection()]
+    stored = list(loaded.derived_weights)
+    assert len(stored) == len(expected) == 1 + 2 * len(decoder.layers)
+
+    def stored_as(value):
+        (match,) = [v for v in stored if v.shape == value.shape
+                    and (v.numpy() == value.numpy()).all()]
+        return match
+
+    def scores():
+        return loaded.signatures["serving_default"](text=tf.constant(SENTENCES))["scores"].numpy()
+
+    for value in (expected[0], expected[1], expected[-1]):  # the transpose, a kernel, a bias
+        variable = stored_as(value)
+        before = scores()
+        variable.assign(variable * 2.0)
+        after = scores()
+        variable.assign(value)
+        assert all(b != a for b, a in zip(before, after) if b != 0.0)
 
 
 def test_exporting_leaves_the_translator_decoding_with_its_current_weights(trained_model,

@@ -2,7 +2,8 @@
 
     decode(memory, target_in [B, T], training) -> logits [B, T, V]
     decoding_memory(memory) -> the memory and {"cross": {"layer_i": the layer's cross-attention
-                               keys/values of the memory}}
+                               keys/values of the memory}}, and in its SHARED entry each
+                               layer's fused self-attention projection
     initial_state(memory) -> {"layer_i": the layer's self-attention keys/values (empty)}
     step(ids [N], time, state, memory) -> (logits [N, V], state)
 
@@ -14,8 +15,8 @@ The output projection reuses the target embedding matrix with `tie_output`.
 import keras
 import tensorflow as tf
 
-from tfnmt.decoding.shared import output_kernel, with_output_kernel
-from tfnmt.layers.attention import causal_mask, key_mask
+from tfnmt.decoding.shared import SHARED, add_shared, derived, output_kernel, with_output_kernel
+from tfnmt.layers.attention import SELF_PROJECTION, causal_mask, key_mask
 from tfnmt.layers.part import Decoder, register_decoder
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
 from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerDecoderLayer,
@@ -91,6 +92,11 @@ class TransformerDecoder(Decoder):
         # them once, where in the state it would reorder them at every step.
         memory = dict(memory, cross={f"layer_{i}": layer.memory_cache(memory["outputs"])
                                      for i, layer in enumerate(self.layers)})
+        # The same for every sentence: made once per batch (or export), not per step.
+        memory = add_shared(memory, **{SELF_PROJECTION: {
+            f"layer_{i}": derived(layer.self_attention, SELF_PROJECTION,
+                                  layer.self_attention.fused_projection)
+            for i, layer in enumerate(self.layers)}})
         if self.output_projection is None:
             memory = with_output_kernel(memory, self.embedding.embeddings)
         return memory
@@ -110,11 +116,13 @@ class TransformerDecoder(Decoder):
         return self.layers[-1].cross_attention.last_weights
 
     def step(self, ids, time, state, memory):
-        cross = memory["cross"]
-        # A layer's step reads its cache and the memory's keys/values as one dict.
-        caches = {name: dict(cache, **cross[name]) for name, cache in state.items()}
+        # A layer's step reads its cache, the memory's keys/values and its fused projection
+        # as one dict.
+        reads = {name: dict(cross, **{SELF_PROJECTION: memory[SHARED][SELF_PROJECTION][name]})
+                 for name, cross in memory["cross"].items()}
+        caches = {name: dict(cache, **reads[name]) for name, cache in state.items()}
         x, caches = self.run_step(self.embedder.embed(ids[:, None], offset=time), caches,
                                   key_mask(memory["mask"]), time)
-        state = {name: {key: value for key, value in cache.items() if key not in cross[name]}
+        state = {name: {key: value for key, value in cache.items() if key not in reads[name]}
                  for name, cache in caches.items()}
         return self.logits(x[:, 0], output_kernel(memory)), state

@@ -1,6 +1,7 @@
 """The decoding memory's one entry that is not per sentence (the model contract,
 models/base.py): `memory[SHARED]` holds what is the same for every sentence (the transposed
-output matrix), which the searches neither tile nor gather and hand to every `step` as it is."""
+output matrix, the self-attentions' fused projections), which the searches neither tile nor
+gather and hand to every `step` as it is."""
 
 import contextlib
 import threading
@@ -9,42 +10,63 @@ import tensorflow as tf
 
 SHARED = "shared"
 
-_stored = threading.local()  # .kernels: {id(matrix): (matrix, its transpose)} in `stored_transposes`
+_stored = threading.local()  # .made: {(id(owner), name): (owner, variables)} in `stored_derivations`
+
+
+def derived(owner, name, make):
+    """`make()`: a nest of tensors that decoding derives from `owner`'s weights and reads at
+    every step (a transpose, a concatenation), made once per batch; inside
+    `stored_derivations`, a nest of variables made once from them."""
+    made = getattr(_stored, "made", None)
+    if made is None:
+        return make()
+    key = (id(owner), name)
+    if key not in made:
+        with tf.init_scope():  # made from the weights as they are now, outside any trace
+            made[key] = (owner, tf.nest.map_structure(
+                lambda value: tf.Variable(value, trainable=False, name=name), make()))
+    return made[key][1]
+
+
+def with_shared(rows, shared):
+    """The memory `step` reads: the rows a search carries and the SHARED entry."""
+    return rows if shared is None else dict(rows, **{SHARED: shared})
+
+
+def add_shared(memory, **entries):
+    """`memory` with `entries` added to its SHARED entry."""
+    return dict(memory, **{SHARED: dict(memory.get(SHARED, {}), **entries)})
 
 
 def with_output_kernel(memory, matrix):
     """`memory` with a tied output matrix [V, d] transposed as its SHARED "output_kernel": a
     MatMul with transpose_b re-transposes its matrix at every step, which costs more than this
-    once-per-batch copy; inside `stored_transposes`, the copy is a variable made once
-    (docs/benchmarks.md, "Decoding speed against CTranslate2", and "A better-trained
-    Transformer, and where batch 1 spends its time", where the copy's cost is measured)."""
-    kernels = getattr(_stored, "kernels", None)
-    if kernels is None:
-        return dict(memory, **{SHARED: {"output_kernel": tf.transpose(matrix)}})
-    if id(matrix) not in kernels:
-        with tf.init_scope():  # made from the weights as they are now, outside any trace
-            kernels[id(matrix)] = (matrix, tf.Variable(tf.transpose(matrix), trainable=False,
-                                                       name="output_kernel"))
-    return dict(memory, **{SHARED: {"output_kernel": kernels[id(matrix)][1]}})
+    once-per-batch copy (docs/benchmarks.md, "Decoding speed against CTranslate2", and "A
+    better-trained Transformer, and where batch 1 spends its time", where its cost is
+    measured)."""
+    return add_shared(memory, output_kernel=derived(matrix, "output_kernel",
+                                                    lambda: tf.transpose(matrix)))
 
 
 @contextlib.contextmanager
-def stored_transposes():
-    """Within it, functions traced read each tied output matrix's transpose from a variable
-    made once, not transposed per call. Yields a list that holds those variables once the
-    block ends (a SavedModel must track them).
+def stored_derivations():
+    """Within it, functions traced read what `derived` makes from variables made once, not
+    per call. Yields a list that holds those variables once the block ends (a SavedModel must
+    track them).
 
     Only for an export, whose weights never change: a function traced here would keep
-    decoding with the transpose of the weights it was traced with. At batch 1 the per-call
-    copy is about a tenth of a sentence's decoding time (docs/benchmarks.md)."""
-    kernels = {}
-    _stored.kernels = kernels
-    made = []
+    decoding with what was derived from the weights it was traced with. At batch 1 the
+    transposed output matrix alone cost about a tenth of a sentence's decoding time
+    (docs/benchmarks.md)."""
+    made = {}
+    _stored.made = made
+    variables = []
     try:
-        yield made
+        yield variables
     finally:
-        _stored.kernels = None
-        made.extend(variable for _, variable in kernels.values())
+        _stored.made = None
+        variables.extend(variable for _, nest in made.values()
+                         for variable in tf.nest.flatten(nest))
 
 
 def output_kernel(memory):
@@ -58,8 +80,3 @@ def split_shared(memory):
         rows = dict(memory)
         return rows, rows.pop(SHARED)
     return memory, None
-
-
-def with_shared(rows, shared):
-    """The memory `step` reads: the rows a search carries and the SHARED entry."""
-    return rows if shared is None else dict(rows, **{SHARED: shared})

@@ -23,7 +23,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from tfnmt.decoding.backend import Backend, no_score_signature
 from tfnmt.decoding.options import DecodingOptions
-from tfnmt.decoding.shared import stored_transposes
+from tfnmt.decoding.shared import stored_derivations
 from tfnmt.errors import ConfigError
 from tfnmt.exporters.versions import write_version
 
@@ -42,16 +42,16 @@ def export(translator, export_dir, name, version=0, config=None, score=False, pr
     Next to the graph, assets.extra/tfnmt_export.json records the model config and the decoding
     settings baked into the signature (TF Serving ignores that folder's other files).
     """
-    # Traced afresh (a sibling has no traces yet) under stored_transposes, which the caller's
+    # Traced afresh (a sibling has no traces yet) under stored_derivations, which the caller's
     # translator, whose weights may still change, must never be traced under.
     translator = translator.with_options(translator.options)
-    with stored_transposes() as output_kernels:
+    with stored_derivations() as derived_weights:
         # Before any directory is made: a signature the model cannot have is refused with
         # nothing left behind.
         signatures = translator.export_signatures(score=score, prefix=prefix)
 
     def write(staging):
-        tf.saved_model.save(_servable(translator, output_kernels), staging,
+        tf.saved_model.save(_servable(translator, derived_weights), staging,
                             signatures={name: fn for name, (fn, _) in signatures.items()})
         info = {"config": config or {}, "decoding": translator.options.record(),
                 "signatures": {name: {"beam_size": beam} for name, (_, beam) in signatures.items()}}
@@ -66,9 +66,10 @@ def export(translator, export_dir, name, version=0, config=None, score=False, pr
     return write_version(export_dir, name, version, write)
 
 
-def _servable(translator, output_kernels):
+def _servable(translator, derived_weights):
     """The object to save: the signature's function and exactly what it captures, the model's
-    tf.Variables, the transposed output matrices (`stored_transposes`) and the tokenizers.
+    tf.Variables, what decoding derives from them (`stored_derivations`: transposed output
+    matrices, fused projections) and the tokenizers.
 
     Saving the Translator would save its Keras model, whose Keras 3 variables are written as
     copies that a graph-mode loader (TF Serving, `saved_model_cli run`) restores into other
@@ -78,7 +79,7 @@ def _servable(translator, output_kernels):
     """
     root = tf.Module(name="tfnmt_export")
     root.model_variables = [variable.value for variable in translator.model.weights]
-    root.output_kernels = output_kernels
+    root.derived_weights = derived_weights
     root.tokenizers = [translator.source_tokenizer, translator.target_tokenizer]
     root.translate = translator.translate
     return root

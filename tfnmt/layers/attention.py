@@ -78,7 +78,15 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
 
     def attend(self, query, keys, values, allowed=None, training=False):
         """Attention of [B, T, d] queries over projected keys/values; returns [B, T, d]."""
-        q = self._split_heads(self.query_dense(query))
+        context = self._context(self._split_heads(self.query_dense(query)), keys, values, allowed,
+                                training)
+        batch, length = tf.shape(context)[0], tf.shape(context)[2]
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, self.depth])
+        return self.output_dense(context)
+
+    def _context(self, q, keys, values, allowed, training=False):
+        """Projected queries [B, heads, T, d/heads] over keys/values: the heads' contexts, of
+        the same shape."""
         q *= tf.cast(self.depth // self.num_heads, q.dtype) ** -0.5
         logits = tf.matmul(q, keys, transpose_b=True)
         weights = tf.nn.softmax(tf.cast(logits, tf.float32) if allowed is None
@@ -86,10 +94,59 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
         # Alignments: averaged over the heads.
         record_weights(self, tf.reduce_mean(weights, axis=1))
         weights = self.dropout_layer(tf.cast(weights, values.dtype), training=training)
-        context = tf.matmul(weights, values)
-        batch, length = tf.shape(context)[0], tf.shape(context)[2]
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, self.depth])
-        return self.output_dense(context)
+        return tf.matmul(weights, values)
+
+    def _one_position(self, x):
+        """[N, d] of one position -> [N, heads, 1, d/heads] float32 (`_step_context`)."""
+        return tf.cast(tf.reshape(x, [-1, self.num_heads, 1, self.depth // self.num_heads]),
+                       tf.float32)
+
+    def _step_context(self, q, keys, values, allowed):
+        """`_context` of one position's queries over float32 keys/values (a decoding step's
+        caches): float32 products by TensorFlow's own batched matmul. oneDNN's, which
+        tf.matmul runs on this build, takes about 1.7 times as long on a step's hundreds of
+        1 x 64 by 64 x t products, and about as long in bfloat16 (docs/benchmarks.md)."""
+        q *= (self.depth // self.num_heads) ** -0.5
+        logits = tf.raw_ops.BatchMatMulV3(x=q, y=keys, Tout=tf.float32, adj_y=True)
+        weights = tf.nn.softmax(logits if allowed is None else masked_logits(logits, allowed),
+                                axis=-1)
+        record_weights(self, tf.reduce_mean(weights, axis=1))
+        return tf.raw_ops.BatchMatMulV3(x=weights, y=values, Tout=tf.float32)
+
+    def _step_output(self, context):
+        """The heads' contexts [N, heads, 1, d/heads] of one position -> the output [N, d]."""
+        return self.output_dense(tf.cast(tf.reshape(context, [-1, self.depth]),
+                                         self.compute_dtype))
+
+    def attend_step(self, x, keys, values, allowed=None):
+        """`attend` for one position x [N, d] (a decoding step) over float32 keys/values
+        (`step_key_value`): [N, d]."""
+        return self._step_output(self._step_context(self._one_position(self.query_dense(x)),
+                                                    keys, values, allowed))
+
+    def step_key_value(self, values):
+        """`project_key_value` as decoding steps read them: float32."""
+        return tuple(tf.cast(x, tf.float32) for x in self.project_key_value(values))
+
+    def fused_projection(self):
+        """(kernel [d, 3d], bias [3d]) in the compute dtype: the query, key and value
+        projections side by side, for `self_attend_step`."""
+        denses = (self.query_dense, self.key_dense, self.value_dense)
+        return (tf.cast(tf.concat([dense.kernel for dense in denses], 1), self.compute_dtype),
+                tf.cast(tf.concat([dense.bias for dense in denses], 0), self.compute_dtype))
+
+    def self_attend_step(self, x, cache, projection, time=None):
+        """Self-attention of one position x [N, d] (a decoding step) with the `cache` of the
+        earlier ones, its three projections one matmul (`projection`, `fused_projection`'s):
+        (output [N, d], the cache with this position, as `call` returns it)."""
+        kernel, bias = projection
+        q, k, v = tf.unstack(tf.cast(tf.reshape(
+            tf.matmul(x, kernel) + bias, [-1, 3, self.num_heads, 1, self.depth // self.num_heads]),
+            tf.float32), axis=1)
+        keys, values = extend(cache["key"], k, time), extend(cache["value"], v, time)
+        allowed = None if time is None else tf.range(tf.shape(keys)[2]) <= time
+        return (self._step_output(self._step_context(q, keys, values, allowed)),
+                {"key": keys, "value": values})
 
     def call(self, query, value=None, allowed=None, cache=None, training=False, time=None):
         """Self-attention when `value` is None. With `cache` ({"key", "value"} of earlier steps),
@@ -109,6 +166,10 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
         shape = [batch_size, self.num_heads, steps, self.depth // self.num_heads]
         return {"key": tf.zeros(shape, dtype), "value": tf.zeros(shape, dtype)}
 
+
+# A decoder step's cache entry (per layer) that holds its self-attention's projections as
+# one (`MultiHeadAttention.fused_projection`), made once per batch or per export.
+SELF_PROJECTION = "self_projection"
 
 # A decoder layer's cache entry named with this prefix holds every step's position (allocated
 # at the search's length, written at `time`: decoding/compiled.py); without it, it grows.

@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from tfnmt.layers.aggregation import Aggregation
-from tfnmt.layers.attention import FIXED, MultiHeadAttention, extend
+from tfnmt.layers.attention import FIXED, SELF_PROJECTION, MultiHeadAttention, extend
 from tfnmt.layers.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 
 
@@ -112,14 +112,15 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
         cache = super().initial_cache(memory, steps)
         prefix = FIXED if steps is not None else ""
         for j, attention in enumerate(self.lower_attentions, start=1):
-            empty = attention.empty_cache(tf.shape(memory)[0], memory.dtype, 0 if steps is None else steps)
+            empty = attention.empty_cache(tf.shape(memory)[0], tf.float32,
+                                          0 if steps is None else steps)
             cache[f"{prefix}lower_{j}_key"] = empty["key"]
             cache[f"{prefix}lower_{j}_value"] = empty["value"]
         return cache
 
     def step(self, x, cache, memory_allowed, lower=(), time=None):
         """x: [N, 1, d] at step `time`, lower: the lower layers' inputs at this position ->
-        ([N, 1, d], cache)."""
+        ([N, 1, d], cache); on [N, d] with float32 caches, as the plain layer's step."""
         self._check_lower(lower)
         new_cache = dict(cache)
         prefix = FIXED if FIXED + "self_key" in cache else ""
@@ -127,22 +128,29 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
         lower_kv = []
         for j, (keys, values) in enumerate(self._lower_keys_values(lower), start=1):
             key, value = f"{prefix}lower_{j}_key", f"{prefix}lower_{j}_value"
-            new_cache[key] = keys = extend(cache[key], keys, at)
-            new_cache[value] = values = extend(cache[value], values, at)
+            new_cache[key] = keys = extend(cache[key], tf.cast(keys, tf.float32), at)
+            new_cache[value] = values = extend(cache[value], tf.cast(values, tf.float32), at)
             lower_kv.append((keys, values))
         # Keys past `time` in a fixed cache are not yet written.
         allowed = None if at is None else tf.range(tf.shape(cache[prefix + "self_key"])[2]) <= at
+        projection = cache.get(SELF_PROJECTION)
+        if projection is None:
+            projection = self.self_attention.fused_projection()
 
         def attend(y):
-            own, updated = self.self_attention(
-                y, cache={"key": cache[prefix + "self_key"], "value": cache[prefix + "self_value"]},
-                time=at)
+            own, updated = self.self_attention.self_attend_step(
+                y, {"key": cache[prefix + "self_key"], "value": cache[prefix + "self_value"]},
+                projection, at)
             new_cache[prefix + "self_key"] = updated["key"]
             new_cache[prefix + "self_value"] = updated["value"]
-            return self._aggregate(own, y, lower_kv, allowed, False)
+            if not lower_kv:
+                return own
+            return self.attention_aggregation(
+                [own] + [attention.attend_step(y, keys, values, allowed) for attention, (keys, values)
+                         in zip(self.lower_attentions, lower_kv)])
 
-        x = self._residual(x, self.norms[0], attend, False)
-        x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
+        x = self._residual(x[:, 0], self.norms[0], attend, False)
+        x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend_step(
             y, cache["memory_key"], cache["memory_value"], memory_allowed), False)
         x = self._residual(x, self.norms[2], self.ffn, False)
-        return x, new_cache
+        return x[:, None], new_cache

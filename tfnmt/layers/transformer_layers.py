@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from tfnmt.layers.attention import FIXED, MultiHeadAttention
+from tfnmt.layers.attention import FIXED, SELF_PROJECTION, MultiHeadAttention
 from tfnmt.layers.configured import Configured
 from tfnmt.layers.hparams import DROPOUT, HParam
 from tfnmt.layers.part import Part
@@ -98,34 +98,41 @@ class TransformerDecoderLayer(_Sublayers):
     def initial_cache(self, memory, steps=None):
         """The self-attention keys/values so far (none) for the sentences of `memory`; with
         `steps`, a FIXED cache of that many positions (decoding/compiled.py)."""
-        cache = self.self_attention.empty_cache(tf.shape(memory)[0], memory.dtype, 0 if steps is None else steps)
+        cache = self.self_attention.empty_cache(tf.shape(memory)[0], tf.float32,
+                                                0 if steps is None else steps)
         prefix = FIXED if steps is not None else ""
         return {prefix + "self_key": cache["key"], prefix + "self_value": cache["value"]}
 
     def memory_cache(self, memory):
         """The cross-attention keys/values of `memory` [B, S, d], which `step` reads from its
         cache beside the self-attention entries."""
-        keys, values = self.cross_attention.project_key_value(memory)
+        keys, values = self.cross_attention.step_key_value(memory)
         return {"memory_key": keys, "memory_value": values}
 
     def step(self, x, cache, memory_allowed, time=None):
-        """x: [N, 1, d] at step `time` -> ([N, 1, d], updated cache)."""
-        new_self = {}
+        """x: [N, 1, d] at step `time` -> ([N, 1, d], updated cache). The cache may hold the
+        self-attention's three projections as one (SELF_PROJECTION, `fused_projection`: made
+        per batch by the decoder, not per step). Run on [N, d]: Keras' Dense on [N, 1, d] is a
+        tensordot, ten ops where a 2-D matmul is one."""
         prefix = FIXED if FIXED + "self_key" in cache else ""
+        projection = cache.get(SELF_PROJECTION)
+        if projection is None:
+            projection = self.self_attention.fused_projection()
+        new_self = {}
 
         def self_attend(y):
-            out, updated = self.self_attention(
-                y, cache={"key": cache[prefix + "self_key"], "value": cache[prefix + "self_value"]},
-                time=time if prefix else None)
+            out, updated = self.self_attention.self_attend_step(
+                y, {"key": cache[prefix + "self_key"], "value": cache[prefix + "self_value"]},
+                projection, time if prefix else None)
             new_self.update(updated)
             return out
 
-        x = self._residual(x, self.norms[0], self_attend, False)
-        x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend(
+        x = self._residual(x[:, 0], self.norms[0], self_attend, False)
+        x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend_step(
             y, cache["memory_key"], cache["memory_value"], memory_allowed), False)
         x = self._residual(x, self.norms[2], self.ffn, False)
-        return x, dict(cache, **{prefix + "self_key": new_self["key"],
-                                 prefix + "self_value": new_self["value"]})
+        return x[:, None], dict(cache, **{prefix + "self_key": new_self["key"],
+                                          prefix + "self_value": new_self["value"]})
 
 
 # What every stack of Transformer layers reads.
