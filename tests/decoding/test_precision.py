@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfnmt.decoding import precision
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
 from tfnmt.exporters import saved_model
@@ -15,6 +16,7 @@ from tfnmt.models import catalog
 from tfnmt.serving.backends import from_checkpoint
 
 from conftest import run_cli
+from contract import assert_incremental_equals_teacher_forcing, tiny_model
 
 BF16 = DecodingOptions(beam_size=3, decode_dtype="bfloat16")
 SENTENCES = ["a b c", "d e f g h", "b a", "c c d e f g a b", ""]
@@ -92,6 +94,19 @@ def test_the_export_holds_bfloat16_weights_and_translates_as_the_translator(tran
     ours, theirs = bfloat16.translate(text), exported.translate(text)
     np.testing.assert_array_equal(theirs["translations"].numpy(), ours["translations"].numpy())
     np.testing.assert_allclose(theirs["scores"].numpy(), ours["scores"].numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["transformer", "deep_transformer"])
+def test_a_bfloat16_copy_steps_with_float32_caches_as_it_teacher_forces(name):
+    """A Transformer decoder's steps keep their caches and attention products in float32
+    whatever the compute dtype (BUILD.md, the model contract); a bfloat16 copy (deep_transformer:
+    with the multi-layer attention's lower caches) still steps to its teacher-forced logits,
+    to bfloat16's rounding of its products."""
+    model = precision.in_dtype(tiny_model(name, dropout=0.0), "bfloat16")
+    source = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
+    target_in = tf.constant([[2, 10, 11, 12], [2, 13, 14, 0]])
+    state = assert_incremental_equals_teacher_forcing(model, source, target_in, atol=0.05)
+    assert {t.dtype for t in tf.nest.flatten(state)} == {tf.float32}
 
 
 def test_a_recurrent_model_is_refused_in_one_line_and_the_policy_restored():

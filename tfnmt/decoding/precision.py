@@ -5,7 +5,8 @@ a bfloat16 model is a second model of the same config, built under Keras' "bfloa
 (every variable and product bfloat16; not "mixed_bfloat16", which would cast each float32
 kernel again at every step), given the float32 weights rounded once. Under that policy Keras
 still computes layer normalisation in float32, the attention softmax is float32
-(layers/attention.py) and the searches take the logits as float32 (beam_search.log_probs_of,
+(layers/attention.py; a Transformer decoder's steps keep their caches and attention products
+in float32) and the searches take the logits as float32 (beam_search.log_probs_of,
 models/ctc_nat.py): what is rounded is the weights and the products, not the scores.
 """
 
