@@ -101,8 +101,29 @@ def test_the_bfloat16_variant_is_measured_where_the_cpu_has_bfloat16_products():
     names = [name for name, _ in compare.native_variants(["avx2", "avx512f"])]
     assert names == ["float32", "float32 xla"]
     names = [name for name, _ in compare.native_variants(["avx512f", "avx512_bf16"])]
-    assert names == ["float32", "float32 xla", "bfloat16"]
+    assert names == ["float32", "float32 xla", "bfloat16", "bfloat16 intra-op 1"]
     assert "bfloat16" in [name for name, _ in compare.native_variants(["amx_bf16"])]
+
+
+def test_an_engine_process_starts_with_its_variants_environment(monkeypatch, tmp_path):
+    """One thread per op is a TensorFlow runtime setting, not an export: the variant's engine
+    process starts with TF_NUM_INTRAOP_THREADS=1, the others with the environment as it is."""
+    import json
+    started = []
+
+    def run(args, env, **kwargs):
+        started.append(env.get("TF_NUM_INTRAOP_THREADS"))
+        with open(args[-1], "w", encoding="utf-8") as f:
+            json.dump({"pid": 0}, f)
+        return subprocess.CompletedProcess(args, 0, "", "")
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.delenv("TF_NUM_INTRAOP_THREADS", raising=False)
+    variants = [name for name, _ in compare.TFNMT_VARIANTS]
+    assert set(compare.VARIANT_ENV) <= set(variants)
+    for variant in variants:
+        compare._run_engine({"engine": "tfnmt", "variant": variant,
+                             "env": compare.VARIANT_ENV.get(variant, {})}, str(tmp_path))
+    assert started == [None, None, None, "1"]
 
 
 def test_a_saved_model_stands_for_its_own_variant_only():

@@ -4,10 +4,11 @@ same test sentences and batches sorted by length, SentencePiece included on both
 
 Each engine runs alone in a process of its own (cli/bench_engine.py), one after the other:
 tfnmt float32 (the default export, then with --xla_decoding), tfnmt --decode_dtype=bfloat16 on a
-CPU with bfloat16 instructions, then CTranslate2 in every compute type the CPU supports, float32
-first. Each
-makes a warm-up pass and REPEATS timed passes, and measures over each pass the share of the
-machine other processes used; the table gives medians, float32 against float32 and each
+CPU with bfloat16 instructions (with TensorFlow's defaults, then with one thread per op,
+VARIANT_ENV), then CTranslate2 in every compute type the CPU supports, float32 first. They take
+turns in REPEATS rounds (`_interleaved`), each engine making a warm-up and a timed pass per
+round, and measure over each pass the share of the machine other processes used; the table
+gives medians, float32 against float32 and each
 engine's fastest variant against the other's, and no ratio if others used more than MAX_OTHERS
 of the machine during any pass. Figures that cannot all be true (`incoherent`) fail the bench.
 
@@ -131,7 +132,13 @@ def compare(bench, data, batch, source):
 
 # tfnmt's exports: (name, the decoding options that make it).
 TFNMT_VARIANTS = (("float32", {}), ("float32 xla", {"xla_decoding": True}),
-                  ("bfloat16", {"decode_dtype": "bfloat16"}))
+                  ("bfloat16", {"decode_dtype": "bfloat16"}),
+                  ("bfloat16 intra-op 1", {"decode_dtype": "bfloat16"}))
+# A variant's process environment beside the default: TensorFlow's runtime settings. One
+# thread per op, two ops at a time (inter-op, TensorFlow's default on two cores), was 1.35x
+# as fast at beam 5, batch 32 as TensorFlow's default on the 2-core machine
+# (docs/benchmarks.md, "One thread per op").
+VARIANT_ENV = {"bfloat16 intra-op 1": {"TF_NUM_INTRAOP_THREADS": "1"}}
 # The instructions without which the bfloat16 variant is not measured (TensorFlow would emulate
 # its products, slower than float32's).
 BFLOAT16_INSTRUCTIONS = {"avx512_bf16", "amx_bf16"}
@@ -178,13 +185,18 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
     from tfnmt.exporters import saved_model
     common_spec = {"batches": test.batches, "singles": test.singles}
     specs = []
+    exported = {}  # (decode, its options) -> the export's path: variants may share one
     for variant, changes in native_variants(instructions):
         wanted = {name: variant_options(o, changes) for name, o in decodes.items()}
-        paths = {name: (saved if saved and name == "beam" and o == decodes["beam"] else
-                        saved_model.export(Translator(model, source_vocab, target_vocab, o),
-                                           tmp, f"{name}-{variant}".replace(" ", "-"), 1, config))
-                 for name, o in wanted.items()}
-        specs.append(dict(common_spec, engine="tfnmt", variant=variant, decodes=paths))
+        for name, o in wanted.items():
+            if (name, o) not in exported:
+                exported[name, o] = (
+                    saved if saved and name == "beam" and o == decodes["beam"] else
+                    saved_model.export(Translator(model, source_vocab, target_vocab, o), tmp,
+                                       f"{name}-{variant}".replace(" ", "-"), 1, config))
+        specs.append(dict(common_spec, engine="tfnmt", variant=variant,
+                          env=VARIANT_ENV.get(variant, {}),
+                          decodes={name: exported[name, o] for name, o in wanted.items()}))
     ct2_dir = os.path.join(tmp, "ctranslate2")
     ct2_export.save(model, source_vocab, target_vocab, decodes["beam"], ct2_dir)
     spm_files = ct2_export.vocab_files(source_vocab, target_vocab)
@@ -252,7 +264,7 @@ def _run_engine(spec, tmp):
         json.dump(spec, f)
     root = os.path.dirname(os.path.dirname(os.path.abspath(tfnmt.__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        p for p in (root, os.environ.get("PYTHONPATH")) if p), **spec.get("env", {}))
     print(f"measuring {spec['engine']} {spec['variant']} in a process of its own",
           file=sys.stderr, flush=True)
     done = subprocess.run([sys.executable, "-m", "tfnmt.cli.bench_engine", spec_path, out_path],
