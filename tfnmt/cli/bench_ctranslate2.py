@@ -4,8 +4,8 @@ same test sentences and batches sorted by length, SentencePiece included on both
 
 Each engine runs alone in a process of its own (cli/bench_engine.py), one after the other:
 tfnmt float32 (the default export, then with --xla_decoding), tfnmt --decode_dtype=bfloat16 on a
-CPU with bfloat16 instructions (with TensorFlow's defaults, then with one thread per op,
-VARIANT_ENV), then CTranslate2 in every compute type the CPU supports, float32 first. They take
+CPU with bfloat16 instructions, each with TensorFlow's defaults and again with one thread per op
+(VARIANT_ENV), then CTranslate2 in every compute type the CPU supports, float32 first. They take
 turns in REPEATS rounds (`_interleaved`), each engine making a warm-up and a timed pass per
 round, and measure over each pass the share of the machine other processes used; the table
 gives medians, float32 against float32 and each
@@ -133,12 +133,14 @@ def compare(bench, data, batch, source):
 # tfnmt's exports: (name, the decoding options that make it).
 TFNMT_VARIANTS = (("float32", {}), ("float32 xla", {"xla_decoding": True}),
                   ("bfloat16", {"decode_dtype": "bfloat16"}),
+                  ("float32 intra-op 1", {}), ("float32 xla intra-op 1", {"xla_decoding": True}),
                   ("bfloat16 intra-op 1", {"decode_dtype": "bfloat16"}))
 # A variant's process environment beside the default: TensorFlow's runtime settings. One
 # thread per op, two ops at a time (inter-op, TensorFlow's default on two cores), was 1.35x
 # as fast at beam 5, batch 32 as TensorFlow's default on the 2-core machine
 # (docs/benchmarks.md, "One thread per op").
-VARIANT_ENV = {"bfloat16 intra-op 1": {"TF_NUM_INTRAOP_THREADS": "1"}}
+ONE_THREAD_PER_OP = {"TF_NUM_INTRAOP_THREADS": "1"}
+VARIANT_ENV = {name: ONE_THREAD_PER_OP for name, _ in TFNMT_VARIANTS if name.endswith("intra-op 1")}
 # The instructions without which the bfloat16 variant is not measured (TensorFlow would emulate
 # its products, slower than float32's).
 BFLOAT16_INSTRUCTIONS = {"avx512_bf16", "amx_bf16"}
