@@ -10,7 +10,8 @@ import tensorflow as tf
 
 SHARED = "shared"
 
-_stored = threading.local()  # .made: {(id(owner), name): (owner, variables)} in `stored_derivations`
+# .made, in `stored_derivations`: {(id(owner), name): (owner, its variables)}.
+_stored = threading.local()
 
 
 def derived(owner, name, make):

@@ -104,8 +104,9 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
     def _step_context(self, q, keys, values, allowed):
         """`_context` of one position's queries over float32 keys/values (a decoding step's
         caches): float32 products by TensorFlow's own batched matmul. oneDNN's, which
-        tf.matmul runs on this build, takes about 1.7 times as long on a step's hundreds of
-        1 x 64 by 64 x t products, and about as long in bfloat16 (docs/benchmarks.md)."""
+        tf.matmul runs on this build, takes 1.3 to 1.7 times as long on a step's hundreds of
+        1 x 64 by 64 x t products and hardly less in bfloat16, where Eigen's is slower still
+        (tools/step_kernels.py)."""
         q *= (self.depth // self.num_heads) ** -0.5
         logits = tf.raw_ops.BatchMatMulV3(x=q, y=keys, Tout=tf.float32, adj_y=True)
         weights = tf.nn.softmax(logits if allowed is None else masked_logits(logits, allowed),

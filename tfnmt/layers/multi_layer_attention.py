@@ -145,9 +145,9 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
             new_cache[prefix + "self_value"] = updated["value"]
             if not lower_kv:
                 return own
-            return self.attention_aggregation(
-                [own] + [attention.attend_step(y, keys, values, allowed) for attention, (keys, values)
-                         in zip(self.lower_attentions, lower_kv)])
+            lower_contexts = [attention.attend_step(y, keys, values, allowed)
+                              for attention, (keys, values) in zip(self.lower_attentions, lower_kv)]
+            return self.attention_aggregation([own] + lower_contexts)
 
         x = self._residual(x[:, 0], self.norms[0], attend, False)
         x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend_step(
