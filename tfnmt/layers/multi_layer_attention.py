@@ -133,9 +133,7 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
             lower_kv.append((keys, values))
         # Keys past `time` in a fixed cache are not yet written.
         allowed = None if at is None else tf.range(tf.shape(cache[prefix + "self_key"])[2]) <= at
-        projection = cache.get(SELF_PROJECTION)
-        if projection is None:
-            projection = self.self_attention.fused_projection()
+        projection = cache[SELF_PROJECTION]
 
         def attend(y):
             own, updated = self.self_attention.self_attend_step(

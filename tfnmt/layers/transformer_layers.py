@@ -110,14 +110,12 @@ class TransformerDecoderLayer(_Sublayers):
         return {"memory_key": keys, "memory_value": values}
 
     def step(self, x, cache, memory_allowed, time=None):
-        """x: [N, 1, d] at step `time` -> ([N, 1, d], updated cache). The cache may hold the
+        """x: [N, 1, d] at step `time` -> ([N, 1, d], updated cache). The cache holds the
         self-attention's three projections as one (SELF_PROJECTION, `fused_projection`: made
         per batch by the decoder, not per step). Run on [N, d]: Keras' Dense on [N, 1, d] is a
         tensordot, ten ops where a 2-D matmul is one."""
         prefix = FIXED if FIXED + "self_key" in cache else ""
-        projection = cache.get(SELF_PROJECTION)
-        if projection is None:
-            projection = self.self_attention.fused_projection()
+        projection = cache[SELF_PROJECTION]
         new_self = {}
 
         def self_attend(y):
