@@ -7,10 +7,14 @@ import sys
 
 import pytest
 
+from tfnmt import runtime
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST_DATA = os.environ.get("TFNMT_TEST_DATA", os.path.join(REPO, "..", "shared", "data"))
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The workers run TensorFlow as every tfnmt process does (runtime.py: the CPU allocator).
+runtime.configure()
 
 
 def pytest_xdist_auto_num_workers(config):

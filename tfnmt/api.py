@@ -12,7 +12,8 @@ line uses (serving/backends.py, decoding/translator.py): `tfnmt translate` is th
 flags.
 
 Nothing is printed but what the caller prints: this module imports no TensorFlow itself; the
-first factory call sets TF_CPP_MIN_LOG_LEVEL (unless set) before TensorFlow is imported, and
+first factory call sets TF_CPP_MIN_LOG_LEVEL and tfnmt's runtime defaults (runtime.py: the CPU
+allocator), each unless set, before TensorFlow is imported, and
 every call routes file descriptor 2 through a filter of TensorFlow's C++ log lines while it
 runs, and only then (native_logs.py).
 """
@@ -22,7 +23,7 @@ import functools
 import logging
 import os
 
-from tfnmt import native_logs
+from tfnmt import native_logs, runtime
 from tfnmt.decoding.options import DECODE_BATCH_SIZE, DecodingOptions
 from tfnmt.decoding.results import Score, Translation
 from tfnmt.errors import ConfigError
@@ -49,6 +50,7 @@ def _prepare_logging():
     # Before TensorFlow's first import: its C++ logging reads the level once. A user's own
     # setting of it, or of Python's logging levels, is left alone.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    runtime.configure()
     for name in ("absl", "tensorflow"):
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET:

@@ -160,3 +160,29 @@ def test_validation_decodes_the_weights_being_trained_whatever_decode_dtype(trai
     # A copy made once would not follow the training of the model's weights.
     assert validator.translator.model is translator.model
     assert validator.translator.options.beam_size == BF16.beam_size
+
+
+@pytest.mark.parametrize("flags, dtype", [("avx2 fma", "float32"),
+                                          ("avx2 avx512f avx512_bf16", "bfloat16")])
+def test_auto_decodes_in_bfloat16_only_on_a_cpu_that_computes_it(trained_model, monkeypatch,
+                                                                  tmp_path, flags, dtype):
+    from tfnmt import runtime
+    monkeypatch.setattr(runtime, "cpu_flags", lambda cpuinfo=None: frozenset(flags.split()))
+    monkeypatch.setattr(runtime, "_gpu", lambda: False)
+    _, auto = from_checkpoint(trained_model, "", dataclasses.replace(BF16, decode_dtype="auto"))
+    assert auto.options.decode_dtype == dtype  # what it decodes with, as an export records it
+    assert {w.dtype for w in auto.model.weights} == {dtype}
+    assert (auto.model is auto._given_model) == (dtype == "float32")
+    path = saved_model.export(auto, str(tmp_path), "auto", 1)
+    assert saved_model.read_export_info(path)["decoding"]["decode_dtype"] == dtype
+
+
+def test_auto_decodes_a_recurrent_model_in_float32_on_a_bfloat16_cpu(monkeypatch):
+    from tfnmt import runtime
+    monkeypatch.setattr(runtime, "cpu_flags", lambda cpuinfo=None: frozenset({"avx512_bf16"}))
+    monkeypatch.setattr(runtime, "_gpu", lambda: False)
+    model = catalog.get("deeplau")(50, 60, encoder_layers=2, decoder_layers=2, embed_dim=8,
+                                   hidden_dim=12, attention_dim=6)
+    model.build_with_dummy_batch()
+    chosen, dtype = precision.decoding_model(model, "auto")
+    assert chosen is model and dtype == "float32"

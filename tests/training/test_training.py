@@ -157,6 +157,28 @@ def test_mixed_precision_trains_and_translates_in_float32(corpus, tmp_path):
     assert (tmp_path / "out.txt").read_text().count("\n") == 1
 
 
+@pytest.mark.parametrize("flags, policy", [("avx2 fma", "float32"),
+                                           ("avx2 avx512f avx512_bf16", "mixed_bfloat16")])
+def test_precision_auto_trains_in_what_the_cpu_computes_natively(corpus, tmp_path, monkeypatch,
+                                                                 flags, policy):
+    from tfnmt import runtime
+    from tfnmt.training import trainer
+    monkeypatch.setattr(runtime, "cpu_flags", lambda cpuinfo=None: frozenset(flags.split()))
+    monkeypatch.setattr(runtime, "_gpu", lambda: False)
+    chosen = []
+    build = trainer.catalog.build
+
+    def recording(config):  # the policy the model is built under
+        chosen.append(keras.mixed_precision.global_policy().name)
+        return build(config)
+    monkeypatch.setattr(trainer.catalog, "build", recording)
+    model_dir = str(tmp_path / "m")
+    flags_ = [f for f in tiny_train_flags(corpus, model_dir, steps=4) if not f.startswith("--bleu")]
+    assert run_cli("train", *flags_, "--precision=auto", "--bleu_sentences=0") == 0
+    assert chosen and set(chosen) == {policy}
+    assert checkpoints.resolve(model_dir).endswith("ckpt-4")
+
+
 def test_resume_with_another_optimizer_is_refused(corpus, trained_model, tmp_path, capsys):
     model_dir = _copy_of(trained_model, tmp_path)  # trained with adam
     assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90), "--optimizer=adadelta",

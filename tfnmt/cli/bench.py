@@ -81,7 +81,7 @@ def bench_train(bench):
             "steps": bench.bench_steps, "target_tokens_per_second": round(tokens / elapsed, 1),
             "ms_per_step": round(1000 * elapsed / bench.bench_steps, 1),
             "batch_tokens": options.batch_tokens, "accumulate_steps": options.accumulate_steps,
-            "precision": options.precision, "peak_rss_mb": peak_rss_mb()}
+            "precision": keras.mixed_precision.global_policy().name, "peak_rss_mb": peak_rss_mb()}
 
 
 def bench_translate(bench):

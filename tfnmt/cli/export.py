@@ -1,9 +1,11 @@
 """tfnmt export: a TF-Serving-ready SavedModel (tokenizer and beam search inside), a TFLite
 flatbuffer for phones (--format=tflite), or a CTranslate2 model (--format=ctranslate2)."""
 
+import dataclasses
+
 from absl import logging
 
-from tfnmt import model_dir as model_dir_lib
+from tfnmt import model_dir as model_dir_lib, runtime
 from tfnmt.cli import common
 from tfnmt.cli.flags import read
 from tfnmt.cli.options import ModelDirOptions
@@ -43,6 +45,9 @@ def run():
     common.require(model_dir=where.model_dir, export_dir=export.export_dir)
     common.check_output_dir(export.export_dir, "export_dir")
     decoding = read(DecodingOptions)
+    if export.format != "saved_model" and decoding.decode_dtype == runtime.AUTO:
+        # A flatbuffer's weights are chosen by --quantize, CTranslate2's by its compute type.
+        decoding = dataclasses.replace(decoding, decode_dtype="float32")
     check(export, decoding)
     if export.format != "saved_model" and common.is_ensemble(where):
         raise ConfigError(f"--format={export.format}: not for an ensemble (several --model_dir "

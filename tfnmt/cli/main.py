@@ -12,6 +12,8 @@ import importlib
 import os
 import sys
 
+from tfnmt import runtime
+
 BROKEN_PIPE = 141  # 128 + SIGPIPE, the status a shell reports for `cat big | head -1`'s cat
 
 USAGE_TAIL = ("\n`tfnmt VERB --help` lists the flags that VERB reads; `tfnmt --version` prints "
@@ -81,6 +83,7 @@ def _main(argv):
     if verb not in VERBS:
         return _fail(verb, _unknown_verb(verb, VERBS))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    runtime.configure()  # in-process calls (tests) too, where TensorFlow has not allocated yet
     from absl import flags
     from tfnmt.cli import console, verbs
     from tfnmt.cli import flags as flag_defs
@@ -125,6 +128,8 @@ def _main(argv):
 
 
 def run():
+    # Before anything loads TensorFlow: its allocator reads the environment once.
+    runtime.configure()
     # Unless the detail is asked for, TensorFlow's C++ log lines are filtered from here on:
     # they are written while TensorFlow loads, before any flag is parsed.
     if _verbosity_on_command_line(sys.argv[2:]) < 1:

@@ -1,4 +1,6 @@
-"""The model a Translator decodes with, in the type its options ask for (--decode_dtype).
+"""The model a Translator decodes with, in the type its options ask for (--decode_dtype):
+`auto` is bfloat16 where the CPU computes it natively (runtime.py) and the model can be built in
+it (not the recurrent ones), float32 elsewhere.
 
 A float32 checkpoint cannot be restored into bfloat16 variables (the restore checks types), so
 a bfloat16 model is a second model of the same config, built under Keras' "bfloat16" policy
@@ -12,8 +14,23 @@ models/ctc_nat.py): what is rounded is the weights and the products, not the sco
 
 import keras
 import tensorflow as tf
+from absl import logging
 
+from tfnmt import runtime
 from tfnmt.errors import ConfigError
+
+
+def decoding_model(model, dtype):
+    """(the model to decode with, its dtype) for --decode_dtype=`dtype`."""
+    if dtype != runtime.AUTO:
+        return in_dtype(model, dtype), dtype
+    chosen, why = runtime.choose_bfloat16(dtype, "bfloat16", "float32")
+    try:
+        copy = in_dtype(model, chosen)
+    except ConfigError as error:  # a recurrent model: no bfloat16 build
+        chosen, why, copy = "float32", str(error), model
+    logging.info("--decode_dtype=auto: %s (%s)", chosen, why)
+    return copy, chosen
 
 
 def in_dtype(model, dtype):

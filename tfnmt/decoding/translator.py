@@ -4,6 +4,7 @@ The same `Translator` serves `tfnmt translate` (from a checkpoint, in-process) a
 SavedModel, so the two give the same translations by construction.
 """
 
+import dataclasses
 import re
 
 import tensorflow as tf
@@ -52,7 +53,9 @@ class Translator(tf.Module, Backend):
             raise ConfigError(f"--n_best={options.n_best}: not for a model with a source window "
                               "(its long inputs are translated in chunks)")
         self._given_model = model  # with_options starts from it, not from a rounded copy
-        self.model = precision.in_dtype(model, options.decode_dtype)
+        # The options say what was decoded with: `auto` becomes the dtype it chose.
+        self.model, dtype = precision.decoding_model(model, options.decode_dtype)
+        self.options = dataclasses.replace(options, decode_dtype=dtype)
 
     @property
     def beam_size(self):
@@ -61,7 +64,7 @@ class Translator(tf.Module, Backend):
     def with_options(self, options):
         """The same model and vocabularies decoded with other `options` (DecodingOptions);
         in the same `decode_dtype`, the same copy of the model."""
-        same = options.decode_dtype == self.options.decode_dtype
+        same = options.decode_dtype in (self.options.decode_dtype, precision.runtime.AUTO)
         sibling = Translator(self.model if same else self._given_model, self.source_vocab,
                              self.target_vocab, options)
         sibling._given_model = self._given_model

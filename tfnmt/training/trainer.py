@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from tfnmt import model_dir as model_dir_lib
+from tfnmt import model_dir as model_dir_lib, runtime
 from tfnmt.data import pipeline, sources
 from tfnmt.data.vocab import load_vocabs
 from tfnmt.decoding import precision
@@ -65,7 +65,7 @@ def train(model_dir, config, spec, splits, limits, options, decode_options, stra
 def compiled_model(config, options):
     """The model of `config`, compiled with the optimizer, precision and seed of `options`: the
     step `train` runs (and `bench --bench=train` times)."""
-    keras.mixed_precision.set_global_policy(options.precision)
+    keras.mixed_precision.set_global_policy(training_precision(options))
     keras.utils.set_random_seed(options.seed)
     if options.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -74,6 +74,14 @@ def compiled_model(config, options):
     training_step.compile(model, optimizer, jit_compile=options.jit_compile)
     model.optimizer.build(model.trainable_variables)
     return model
+
+
+def training_precision(options):
+    """The Keras dtype policy --precision names; `auto`'s choice is logged with its reason."""
+    policy, why = runtime.choose_bfloat16(options.precision, "mixed_bfloat16", "float32")
+    if options.precision == runtime.AUTO:
+        logging.info("--precision=auto: %s (%s)", policy, why)
+    return policy
 
 
 def training_batching(model, options):

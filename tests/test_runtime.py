@@ -1,0 +1,82 @@
+"""tfnmt/runtime.py: the environment every tfnmt process starts TensorFlow with (the CPU
+allocator), a user's own setting winning; and what `auto` precision chooses on a CPU, read from
+/proc/cpuinfo's flags."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tfnmt import runtime
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx avx2 fma {extra}
+bogomips\t: 4000.00
+"""
+
+
+def test_configure_sets_the_bfc_allocator_and_leaves_a_users_setting():
+    assert runtime.configure({}) == {"TF_CPU_ALLOCATOR_USE_BFC": "true"}
+    assert runtime.configure({"TF_CPU_ALLOCATOR_USE_BFC": "false"}) == {
+        "TF_CPU_ALLOCATOR_USE_BFC": "false"}
+
+
+@pytest.mark.parametrize("extra, native", [
+    ("", False),
+    ("avx512f avx512bw", False),  # AVX-512 alone emulates bfloat16 products
+    ("avx512f avx512_bf16", True),
+    ("amx_tile amx_bf16", True),
+])
+def test_native_bfloat16_is_read_from_the_cpus_flags(extra, native):
+    flags = runtime.cpu_flags(CPUINFO.format(extra=extra))
+    assert "avx2" in flags and "bogomips" not in flags
+    assert runtime.native_bfloat16(flags) is native
+    chosen, why = runtime.choose_bfloat16("auto", "mixed_bfloat16", "float32", flags, gpu=False)
+    assert chosen == ("mixed_bfloat16" if native else "float32")
+    assert ("avx512_bf16" in why or "amx_bf16" in why) if native else "neither" in why
+
+
+def test_explicit_values_mean_what_they_say_and_a_gpu_takes_bfloat16():
+    avx2 = runtime.cpu_flags(CPUINFO.format(extra=""))
+    bf16 = runtime.cpu_flags(CPUINFO.format(extra="avx512_bf16"))
+    assert runtime.choose_bfloat16("mixed_bfloat16", "b", "f", avx2, gpu=False)[0] == \
+        "mixed_bfloat16"
+    assert runtime.choose_bfloat16("float32", "b", "f", bf16, gpu=True)[0] == "float32"
+    assert runtime.choose_bfloat16("auto", "b", "f", avx2, gpu=True)[0] == "b"
+
+
+def test_no_cpuinfo_means_no_flags():
+    assert runtime.cpu_flags("processor\t: 0\n") == frozenset()
+
+
+# A child process that reports the variable as the process holds it when it ends.
+_REPORT = ("import atexit, os, sys; atexit.register(lambda: print('ALLOCATOR=' + "
+           "os.environ.get('TF_CPU_ALLOCATOR_USE_BFC', '<unset>'))); ")
+
+
+def _child(code, env_value):
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+    if env_value is not None:
+        env["TF_CPU_ALLOCATOR_USE_BFC"] = env_value
+    done = subprocess.run([sys.executable, "-c", _REPORT + code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    return [line for line in done.stdout.splitlines() if line.startswith("ALLOCATOR=")]
+
+
+@pytest.mark.parametrize("env_value, expected", [(None, "true"), ("false", "false")])
+def test_a_verb_and_the_api_start_with_the_allocator_unless_the_user_set_it(env_value, expected):
+    verb = "sys.argv = ['tfnmt', '--version']; from tfnmt.cli.main import run; run()"
+    api = "import tfnmt.api as api; api._prepare_logging()"
+    for code in (verb, api):
+        assert _child(code, env_value) == [f"ALLOCATOR={expected}"], code
+
+
+def test_the_command_sets_it_before_tensorflow_loads():
+    # `run` configures first: nothing tfnmt.cli.main imports at module level loads TensorFlow.
+    code = ("import tfnmt.cli.main; print('TENSORFLOW=' + str('tensorflow' in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", "import sys; " + code], capture_output=True,
+                          text=True, timeout=120)
+    assert "TENSORFLOW=False" in done.stdout, done.stdout + done.stderr

@@ -1,0 +1,71 @@
+"""How this process runs TensorFlow on the CPU it has: the runtime settings every tfnmt process
+starts with, and the precision the CPU computes fastest. Imports no TensorFlow: `configure()`
+must run before TensorFlow allocates its first tensor.
+
+The CPU allocator: TensorFlow's default gives every large tensor back to the OS and takes fresh
+zeroed pages for the next, so that a training step on a 2-core AVX2 machine spent a third of its
+CPU time in the kernel (page faults); its BFC allocator keeps a pool, with the same losses to
+every digit (docs/benchmarks.md, "The CPU allocator"). A user's own setting of a variable wins.
+
+bfloat16: a CPU with AVX512_BF16 or AMX computes bfloat16 products natively, faster than
+float32; without them TensorFlow converts each operand to float32 and back, slower than float32
+alone. `auto` (--precision, --decode_dtype) picks by that.
+"""
+
+import os
+
+# Environment variables every tfnmt process sets where the user did not (values: strings).
+DEFAULTS = {"TF_CPU_ALLOCATOR_USE_BFC": "true"}
+
+# The CPU flags (/proc/cpuinfo) under which bfloat16 products are native.
+BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+AUTO = "auto"
+
+
+def configure(environ=None):
+    """Sets each of DEFAULTS in `environ` (os.environ) that is not set yet."""
+    environ = os.environ if environ is None else environ
+    for name, value in DEFAULTS.items():
+        environ.setdefault(name, value)
+    return environ
+
+
+def cpu_flags(cpuinfo=None):
+    """The instruction-set flags of the CPU, from the text of /proc/cpuinfo (read when not
+    given); an empty set where there is none (not Linux)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return frozenset()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def native_bfloat16(flags=None):
+    """Whether the CPU computes bfloat16 products natively (AVX512_BF16 or AMX)."""
+    return bool(BFLOAT16_FLAGS & (cpu_flags() if flags is None else flags))
+
+
+def _gpu():
+    import tensorflow as tf
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def choose_bfloat16(value, bfloat16, float32, flags=None, gpu=None):
+    """(what `value` means here, why): `value` itself unless it is `auto`, which becomes
+    `bfloat16` on a GPU or a CPU with native bfloat16 products, else `float32`."""
+    if value != AUTO:
+        return value, "as asked"
+    if gpu if gpu is not None else _gpu():
+        return bfloat16, "a GPU computes bfloat16 natively"
+    flags = cpu_flags() if flags is None else flags
+    found = sorted(BFLOAT16_FLAGS & flags)
+    if found:
+        return bfloat16, f"the CPU has {' and '.join(found)}"
+    return float32, "the CPU has neither avx512_bf16 nor amx_bf16 (bfloat16 would be emulated)"
