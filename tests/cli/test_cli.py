@@ -360,11 +360,18 @@ def test_other_libraries_info_and_known_warnings_are_detail():
 
 
 def test_bench_train_times_the_step_train_runs(trained_model, capsys, monkeypatch):
-    """Same optimizer settings (momentum, beta_2, clipping) and accumulation as `train`."""
-    from tfnmt.cli import bench
-    built = []
-    real = bench.compiled_model
-    monkeypatch.setattr(bench, "compiled_model", lambda *a: built.append(real(*a)) or built[-1])
+    """`train` itself (same optimizer settings, accumulation, stream), in a directory of its own:
+    the model directory it reads is left as it was."""
+    import json
+
+    from tfnmt.training import trainer
+    built, trained_in = [], []
+    real, real_train = trainer.compiled_model, trainer.train
+    monkeypatch.setattr(trainer, "compiled_model", lambda *a: built.append(real(*a)) or built[-1])
+    monkeypatch.setattr(trainer, "train",
+                        lambda model_dir, *a, **k: trained_in.append(model_dir) or real_train(
+                            model_dir, *a, **k))
+    before = sorted(os.listdir(trained_model))
     assert run_cli("bench", "--bench=train", f"--model_dir={trained_model}", "--bench_steps=2",
                    "--batch_tokens=256", "--max_source_length=20", "--max_target_length=20",
                    "--optimizer=nag", "--learning_rate=0.1", "--momentum=0.5", "--clip_norm=0.25",
@@ -372,3 +379,11 @@ def test_bench_train_times_the_step_train_runs(trained_model, capsys, monkeypatc
     optimizer = built[0].optimizer
     assert optimizer.momentum == 0.5 and optimizer.nesterov and optimizer.global_clipnorm == 0.25
     assert int(optimizer.iterations.numpy()) == 2 + 5  # optimizer steps, each of 2 batches
+    assert trained_in and trained_in[0] != trained_model and not os.path.exists(trained_in[0])
+    assert sorted(os.listdir(trained_model)) == before
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["model_gflop_per_step"] > 0 and 0 < result["roofline_share"]
+    assert 0 <= result["padding_share"] < 1 and 0 <= result["kernel_cpu_share"] < 1
+    assert result["machine_matmul_gflop_per_second"]["float32"] > 0
+
+

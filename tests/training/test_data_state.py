@@ -93,8 +93,8 @@ def test_a_resumed_run_trains_the_batches_of_an_uninterrupted_one_without_remaki
         f.write('model_checkpoint_path: "ckpt-4"\nall_model_checkpoint_paths: "ckpt-4"\n'
                 'all_model_checkpoint_timestamps: 1.0\n')
     made = []
-    real = trainer._training_stream
-    monkeypatch.setattr(trainer, "_training_stream",
+    real = trainer.training_stream
+    monkeypatch.setattr(trainer, "training_stream",
                         lambda *args, **kwargs: made.append(args[4]) or real(*args, **kwargs))
     with caplog.at_level("INFO"):
         assert run_cli("train", *flags(split, 10)) == 0

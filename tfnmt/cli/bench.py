@@ -1,8 +1,9 @@
 """tfnmt bench: training throughput and translation speed, printed as one JSON line each.
 
-  --bench=train      target tokens/s and ms/step of the model the flags (or --model_dir's
-                     config) describe, on its training data, from fresh weights; only the
-                     vocabulary is written if the model directory has none
+  --bench=train      target tokens/s and ms/step of `tfnmt train` on the model the flags (or
+                     --model_dir's config) describe, from fresh weights, in a temporary model
+                     directory; its FLOPs against the machine's matmul rate (cli/bench_train.py);
+                     only the vocabulary is written if the model directory has none
   --bench=translate  sentences/s at --decode_batch_size and batch-1 latency of a checkpoint,
                      an exported model (--saved_model) or a served one (--server) on the test split;
                      with --compare_ctranslate2, side by side with the same weights converted to
@@ -25,32 +26,19 @@ import json
 import resource
 import time
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from tfnmt.cli import common
 from tfnmt.cli.flags import read, read_fields
 from tfnmt.cli.options import BenchOptions, TranslationOptions
-from tfnmt.data import pipeline, sources
+from tfnmt.data import sources
 from tfnmt.data.options import DataOptions
-from tfnmt.data.vocab import load_vocabs
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError, UserError
 from tfnmt.exporters.options import ExportOptions
 from tfnmt.serving.options import ClientOptions, ExportedModelOptions
-from tfnmt.training.trainer import compiled_model, training_batching
 
-
-
-class _Tokens(keras.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.tokens, self.times = [], []
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.tokens.append(float(logs["target_tokens"]))
-        self.times.append(time.perf_counter())
 
 
 def peak_rss_mb():
@@ -59,29 +47,11 @@ def peak_rss_mb():
 
 
 def bench_train(bench):
+    from tfnmt.cli import bench_train as training
     from tfnmt.cli.train import model_config, new_model_from_flags
     new = new_model_from_flags()
     config, spec = model_config(new)
-    options = new.train
-    # The same model, optimizer (beta_2, momentum, clipping), precision and stream as `train`.
-    model = compiled_model(config, options)
-    source_vocab, target_vocab = load_vocabs(new.where.model_dir)
-    stream = pipeline.training_stream(
-        sources.pairs(spec, common.splits(new.data, spec)[0], new.data.train_limit), source_vocab,
-        target_vocab,
-        seed=options.seed, shuffle_buffer=options.shuffle_buffer,
-        accumulate_steps=options.accumulate_steps, **training_batching(model, options))
-    counter = _Tokens()
-    warmup = 5
-    model.fit(stream, epochs=1, steps_per_epoch=warmup + bench.bench_steps, verbose=0,
-              shuffle=False, callbacks=[counter])
-    elapsed = counter.times[-1] - counter.times[warmup - 1]
-    tokens = sum(counter.tokens[warmup:])
-    return {"bench": "train", "model": config["model"], "parameters": model.count_params(),
-            "steps": bench.bench_steps, "target_tokens_per_second": round(tokens / elapsed, 1),
-            "ms_per_step": round(1000 * elapsed / bench.bench_steps, 1),
-            "batch_tokens": options.batch_tokens, "accumulate_steps": options.accumulate_steps,
-            "precision": keras.mixed_precision.global_policy().name, "peak_rss_mb": peak_rss_mb()}
+    return training.bench_train(bench, new, config, spec, peak_rss_mb)
 
 
 def bench_translate(bench):

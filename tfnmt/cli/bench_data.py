@@ -119,7 +119,7 @@ def mock_tfds(examples):
 def _measure(bench, data, spec):
     from tfnmt.cli.vocab import build_vocab
     from tfnmt.data import sources
-    from tfnmt.training.trainer import _training_stream
+    from tfnmt.training.trainer import training_stream
 
     model_dir = read(ModelDirOptions).model_dir
     common.require(model_dir=model_dir)
@@ -140,7 +140,7 @@ def _measure(bench, data, spec):
     batching = {name: getattr(options, name) for name in BATCHING}
 
     start = time.perf_counter()
-    stream = _training_stream(spec, split, data.train_limit, vocabs, (0, -1), batching, options)
+    stream = training_stream(spec, split, data.train_limit, vocabs, (0, -1), batching, options)
     next(iter(stream))
     result["first_batch_seconds"] = round(time.perf_counter() - start, 2)
 
@@ -154,7 +154,7 @@ def _measure(bench, data, spec):
                   epoch_seconds=round(seconds, 2),
                   target_tokens_per_second=round(tokens / seconds, 1))
 
-    result.update(_resume(bench.bench_resume_at, batches, lambda: SavedStream(_training_stream(
+    result.update(_resume(bench.bench_resume_at, batches, lambda: SavedStream(training_stream(
         spec, split, data.train_limit, vocabs, (0, -1), batching, options))))
     result["peak_rss_mb"] = _peak_rss_mb()
     return result

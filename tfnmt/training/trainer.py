@@ -45,21 +45,22 @@ def source_length_limit(model, max_source_length):
 
 
 def train(model_dir, config, spec, splits, limits, options, decode_options, strategy=None,
-          data_service=""):
+          data_service="", extra_callbacks=()):
     """Trains (or resumes) the model described by `config` in `model_dir`.
 
     splits: (train, validation) split names; limits: (train, validation) pair caps (0 = all).
     strategy: a tf.distribute strategy (training/distribution.py) or None for one device.
     data_service: a tf.data service dispatcher's address, which then makes the batches.
+    extra_callbacks: Keras callbacks of fit beside the schedule (`bench --bench=train` times the steps).
     Returns the schedule callback's history (a list of dicts), for tests and benchmarks.
     """
     if strategy is None:
         return _train(model_dir, config, spec, splits, limits, options, decode_options, None,
-                      data_service)
+                      data_service, extra_callbacks)
     # Variables, datasets and fit all belong to the strategy.
     with strategy.scope():
         return _train(model_dir, config, spec, splits, limits, options, decode_options, strategy,
-                      data_service)
+                      data_service, extra_callbacks)
 
 
 def compiled_model(config, options):
@@ -92,7 +93,7 @@ def training_batching(model, options):
 
 
 def _train(model_dir, config, spec, splits, limits, options, decode_options, strategy,
-           data_service):
+           data_service, extra_callbacks):
     if splits[1] and options.bleu_sentences > 0:
         bleu.metric(target_lang=spec.target_lang, tokenize=options.bleu_tokenize)
     if os.path.isfile(model_dir_lib.config_path(model_dir)):
@@ -108,7 +109,7 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     batching = training_batching(model, options)
     # One input pipeline (no tf.distribute, no tf.data service): its state is saved in every
     # checkpoint, so that a resumed run goes on at once where it stopped.
-    saved = (SavedStream(_training_stream(spec, splits[0], limits[0], vocabs, (0, -1), batching,
+    saved = (SavedStream(training_stream(spec, splits[0], limits[0], vocabs, (0, -1), batching,
                                           options))
              if strategy is None and not data_service else None)
     checkpoints, lr_controller, early_stopping = _checkpointed_state(model, model_dir, options,
@@ -123,7 +124,7 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     else:
         # Checkpoints written without the iterator's state (or several input pipelines): the
         # stream skips to the position, re-making the batches before it.
-        stream = _training_stream(spec, splits[0], limits[0], vocabs, position, batching, options,
+        stream = training_stream(spec, splits[0], limits[0], vocabs, position, batching, options,
                                   (data_service, _job_name(model_dir, step) if data_service else ""))
     stream = distribution.distribute(stream, strategy, served=bool(data_service))
     validator = None
@@ -143,7 +144,7 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
                  config["model"], f"{model.count_params():,}", spec.source, spec.source_lang,
                  spec.target_lang, splits[0], f" (first {limits[0]:,} pairs)" if limits[0] else "",
                  step, options.train_steps, distribution.describe(strategy))
-    _fit(model, stream, schedule, options, strategy)
+    _fit(model, stream, [schedule, *extra_callbacks], options, strategy)
     writer.close()
     if strategy is not None:
         logging.info("finished at step %d; weights fingerprint %s", callbacks.current_step(model),
@@ -202,7 +203,7 @@ def _job_name(model_dir, step):
     return f"tfnmt-{digest}-{step}"
 
 
-def _training_stream(spec, split, limit, vocabs, position, batching, options, service=("", "")):
+def training_stream(spec, split, limit, vocabs, position, batching, options, service=("", "")):
     """The endless training batches from the one after `position` (epoch, batch index, the
     last trained) on, made by the tf.data service `service` (address, job name) if given; a
     DataError if no training pair is within the length limits."""
@@ -243,7 +244,7 @@ def _validator(model, spec, split, limit, vocabs, batching, options, decode_opti
                                         "tokenize": options.bleu_tokenize})
 
 
-def _fit(model, stream, schedule, options, strategy):
+def _fit(model, stream, fit_callbacks, options, strategy):
     if strategy is not None:
         # Keras would pull a batch to build the (already built) model and average it across
         # replicas, which fails for bucketed batches of different shapes; fit then takes the
@@ -252,7 +253,7 @@ def _fit(model, stream, schedule, options, strategy):
     # Keras epochs are only a bookkeeping unit here: the schedule stops at --train_steps.
     with distribution.worker_failures(strategy):
         model.fit(stream, epochs=1 << 40, steps_per_epoch=options.log_every, verbose=0,
-                  shuffle=False, callbacks=[schedule])
+                  shuffle=False, callbacks=fit_callbacks)
 
 
 def _parameters(model, names):
