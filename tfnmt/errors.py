@@ -20,6 +20,10 @@ class CheckpointError(UserError):
     """A checkpoint that is missing, unreadable or does not match the model."""
 
 
+class DivergedError(UserError):
+    """A training loss that became NaN or infinite: the run stops before it saves those weights."""
+
+
 class OutputError(UserError):
     """A file or directory that cannot be written: a bad path, no permission, a full disk."""
 

@@ -205,7 +205,7 @@ def run():
                 if num and not runs_lib.averaged_scored(run, num, spec["test_splits"]):
                     averaged, steps = runs_lib.average(run, num, average_checkpoints)
                     runs_lib.score(averaged, root, own, {"averaged_steps": steps})
-            except (UserError, FloatingPointError) as e:
+            except UserError as e:  # a diverged run (DivergedError) among them
                 logging.error("experiment: %s failed: %s; going on with the other runs",
                               run.name, e)
                 failed.append(run.name)

@@ -11,6 +11,7 @@ import tensorflow as tf
 from absl import logging
 
 from tfnmt import progress
+from tfnmt.errors import DivergedError
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.evaluation import bleu
 from tfnmt.models.base import TOTAL_PREFIX
@@ -59,7 +60,7 @@ class TrainingSchedule(keras.callbacks.Callback):
                 self._reports.setdefault(name, []).append(float(value))
         if not math.isfinite(self._losses[-1]):
             self.model.stop_training = True
-            raise FloatingPointError(f"training loss is {self._losses[-1]} at step {step}")
+            raise self._diverged(step, self._losses[-1])
         if step % self.log_every == 0 or step >= self.train_steps:
             elapsed = max(time.time() - self._clock, 1e-9)
             loss = float(np.mean(self._losses))
@@ -100,6 +101,16 @@ class TrainingSchedule(keras.callbacks.Callback):
             (logging.info if last else logging.debug)("saved %s", path)
         if step >= self.train_steps:
             self.model.stop_training = True
+
+    def _diverged(self, step, loss):
+        """The one line of a run whose loss is no longer finite: no checkpoint of these weights
+        is written, the ones before are kept."""
+        last = self.checkpoints.last.latest_checkpoint
+        where = (f"the last good checkpoint is {last}, which a rerun of the same command resumes "
+                 "from" if last else "no checkpoint was written before it")
+        return DivergedError(
+            f"training loss is {loss} at step {step}; {where}; lower --learning_rate, raise "
+            "--warmup_steps, set --clip_norm, or train with --precision=float32")
 
     def _validate(self, step):
         start = time.time()

@@ -1,0 +1,42 @@
+"""A run whose loss becomes NaN or infinite ends in one line (exit 2) naming the step and the last
+good checkpoint, keeps the checkpoints written before and writes none of the diverged weights."""
+
+import os
+
+from conftest import run_cli, run_cli_subprocess, tiny_train_flags
+from tfnmt.training import checkpoints
+
+
+def _diverging(corpus, model_dir, steps=6):
+    flags = [f for f in tiny_train_flags(corpus, model_dir, steps=steps)
+             if not f.startswith(("--learning_rate", "--warmup_steps", "--save_every", "--bleu"))]
+    return [*flags, "--learning_rate=1e30", "--warmup_steps=0", "--save_every=1",
+            "--bleu_sentences=0"]
+
+
+def _steps(model_dir):
+    return sorted(int(p.rsplit("-", 1)[1]) for p in checkpoints.list_checkpoints(model_dir))
+
+
+def test_a_diverged_run_is_one_line_and_keeps_only_the_checkpoints_before(corpus, tmp_path):
+    model_dir = str(tmp_path / "m")
+    done = run_cli_subprocess("train", *_diverging(corpus, model_dir))
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr
+    assert last.startswith("tfnmt train: error: training loss is "), last
+    step = int(last.split(" at step ")[1].split(";")[0])
+    kept = _steps(model_dir)
+    # Every step before the diverged one was saved (--save_every=1), none from it on.
+    assert kept and max(kept) == step - 1, (kept, last)
+    assert f"the last good checkpoint is {checkpoints.list_checkpoints(model_dir)[0]}" in last
+    assert "--learning_rate" in last
+
+
+def test_a_run_that_diverges_before_any_save_says_so(corpus, tmp_path, capsys):
+    model_dir = str(tmp_path / "m")
+    flags = [f for f in _diverging(corpus, model_dir) if f != "--save_every=1"]
+    assert run_cli("train", *flags, "--save_every=100") == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "no checkpoint was written before it" in last, last
+    assert not os.path.isdir(os.path.join(model_dir, "ckpt")) or not _steps(model_dir)
