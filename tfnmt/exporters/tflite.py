@@ -58,8 +58,14 @@ class _IdTranslator(tf.Module):
         return {"ids": ids, "scores": scores}
 
 
-def convert(translator, quantize):
-    """The flatbuffer (bytes) of `translator`'s model and decoding settings."""
+# Where a failed conversion leaves the converter's whole output (in the model directory).
+DIAGNOSTIC_FILE = "tflite-conversion-error.txt"
+
+
+def convert(translator, quantize, diagnostic_dir=None):
+    """The flatbuffer (bytes) of `translator`'s model and decoding settings. A failed conversion
+    is one line; the converter's whole output (notes, MLIR dumps: hundreds of lines) goes to
+    `diagnostic_dir`/DIAGNOSTIC_FILE, which the line names, and to the debug log."""
     if quantize not in QUANTIZATIONS:
         raise ConfigError(f"--quantize={quantize!r}: choose one of {', '.join(QUANTIZATIONS)}")
     module = _IdTranslator(translator)
@@ -83,9 +89,17 @@ def convert(translator, quantize):
         else:  # the child died before it could say why (killed, out of memory)
             kind, message = f"exit status {child.returncode}", child.stderr[-3000:]
     name = getattr(translator.model, "registry_name", type(translator.model).__name__)
-    # The one line below loses the rest; the log keeps it for whoever reports the failure.
-    logging.warning("the TFLite converter failed (%s):\n%s", kind, message)
-    raise ConfigError(f"model {name!r} cannot be converted to TFLite: {_reason(message)}")
+    logging.debug("the TFLite converter failed (%s):\n%s", kind, message)
+    where = ""
+    if diagnostic_dir:
+        path = os.path.join(diagnostic_dir, DIAGNOSTIC_FILE)
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(f"{kind}\n{message}\n")
+            where = f" (the converter's output: {path})"
+        except OSError:
+            pass  # the one line still says why
+    raise ConfigError(f"model {name!r} cannot be converted to TFLite: {_reason(message)}{where}")
 
 
 def _reason(message):
@@ -104,7 +118,7 @@ def _reason(message):
 def export(translator, model_dir, export_dir, name, version=0, config=None, quantize="none"):
     """Writes export_dir/name/version/{model.tflite, SentencePiece model(s), tflite_export.json}."""
     from tfnmt.data.vocab import vocab_paths
-    flatbuffer = convert(translator, quantize)
+    flatbuffer = convert(translator, quantize, model_dir)
     source_path, target_path = vocab_paths(model_dir)
     options = translator.options
 
