@@ -294,6 +294,25 @@ def test_a_failing_run_does_not_stop_the_others(experiment, tmp_path, capsys):
         assert [r["status"] for r in json.load(f)["runs"]] == ["not started"] * 2
 
 
+def test_a_diverged_run_is_reported_as_diverged_and_the_others_go_on(experiment, tmp_path,
+                                                                     capsys):
+    config, _ = experiment
+    with open(config) as f:
+        small = [line for line in f.read().splitlines()
+                 if line.startswith("--systems=")][0].split("small=")[1].split(",")[0]
+    wild = _write(tmp_path / "wild.cfg", [f"--flagfile={small}", "--learning_rate=1e30"])
+    assert run_cli("experiment", f"--flagfile={config}", f"--runs_dir={tmp_path}",
+                   f"--systems=small={small},wild={wild}", "--seeds=1") == 2
+    err = capsys.readouterr().err
+    assert "experiment: wild/seed1 failed: training did not finish" in err
+    assert "training loss is" in err and "tfnmt train: error:" in err and "Traceback" not in err
+    runs = {r["system"]: r for r in _report(str(tmp_path / "tiny"))["runs"]}
+    assert runs["small"]["status"] == "complete"
+    assert runs["wild"]["status"] == "diverged" and runs["wild"]["diverged_at_step"] >= 1
+    with open(tmp_path / "tiny" / "report.md") as f:
+        assert "wild/seed1 (diverged: loss not finite at step" in f.read()
+
+
 def test_each_run_line_gives_the_experiments_time_left(experiment, tmp_path, monkeypatch, caplog):
     # It said "run 2 of 4" and no more; runs are timed with a fake clock, trained by a fake.
     from tfnmt import progress

@@ -4,7 +4,9 @@ good checkpoint, keeps the checkpoints written before and writes none of the div
 import os
 
 from conftest import run_cli, run_cli_subprocess, tiny_train_flags
+from tfnmt import json_files
 from tfnmt.training import checkpoints
+from tfnmt.training.callbacks import DIVERGED_FILE
 
 
 def _diverging(corpus, model_dir, steps=6):
@@ -40,3 +42,9 @@ def test_a_run_that_diverges_before_any_save_says_so(corpus, tmp_path, capsys):
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "no checkpoint was written before it" in last, last
     assert not os.path.isdir(os.path.join(model_dir, "ckpt")) or not _steps(model_dir)
+    record = json_files.read(os.path.join(model_dir, DIVERGED_FILE))
+    assert record["last_checkpoint"] is None and record["step"] >= 1
+    # The same run with a sane learning rate: a new attempt, whose record it is.
+    sane = [f if f != "--learning_rate=1e30" else "--learning_rate=1e-3" for f in flags]
+    assert run_cli("train", *sane, "--save_every=100") == 0
+    assert not os.path.exists(os.path.join(model_dir, DIVERGED_FILE))

@@ -25,6 +25,7 @@ from sacrebleu.significance import PairedTest
 
 from tfnmt.evaluation import bleu
 from tfnmt.experiments import plots, runs as runs_lib
+from tfnmt.training.callbacks import DIVERGED_FILE
 
 TESTS = {"bootstrap": "bs", "randomization": "ar"}
 # What report.md says of the tests (and `_ties_count_as_extreme` does).
@@ -103,6 +104,10 @@ def collect(run, budget, splits, average=0):
     complete = (runs_lib.trained(run, budget)
                 and runs_lib.scored(run, splits, runs_lib.scored_checkpoint(budget)))
     entry["status"] = "complete" if complete else "partial"
+    diverged = runs_lib.read_json(os.path.join(run.directory, DIVERGED_FILE))
+    if diverged and not complete:
+        entry["status"] = "diverged"
+        entry["diverged_at_step"] = diverged["step"]
     if complete:
         entry["parameters"] = scores["parameters"]
         entry["tests"] = scores["tests"]
@@ -323,7 +328,7 @@ def _header(report):
     partial = [r for r in report["runs"] if r["status"] != "complete"]
     if partial:
         lines += ["**Partial experiment**: these runs are not complete and are left out of the "
-                  "tables: " + ", ".join(f"{r['system']}/seed{r['seed']} ({r['status']}, step "
+                  "tables: " + ", ".join(f"{r['system']}/seed{r['seed']} ({_status(r)}, step "
                                          f"{r['step']:,} of {report['budget']['train_steps']:,})"
                                          for r in partial) + ".", ""]
     unaveraged = [r for r in report["runs"] if report.get("average_checkpoints")
@@ -332,6 +337,12 @@ def _header(report):
         lines += ["**Averages not scored yet** (left out of the averaged rows): "
                   + ", ".join(f"{r['system']}/seed{r['seed']}" for r in unaveraged) + ".", ""]
     return lines
+
+
+def _status(entry):
+    if entry["status"] == "diverged":
+        return f"diverged: loss not finite at step {entry['diverged_at_step']:,}"
+    return entry["status"]
 
 
 def _split_section(report, split):

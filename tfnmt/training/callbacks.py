@@ -3,6 +3,7 @@ logging with throughput, checkpoints, validation (loss, BLEU, best checkpoints, 
 NAG shrink-on-rise schedule, early stopping and the step budget."""
 
 import math
+import os
 import time
 
 import keras
@@ -10,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from tfnmt import progress
+from tfnmt import json_files, progress
 from tfnmt.errors import DivergedError
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.evaluation import bleu
@@ -25,6 +26,11 @@ def current_step(model):
 def current_learning_rate(optimizer):
     lr = optimizer.learning_rate
     return float(lr.numpy() if hasattr(lr, "numpy") else lr)
+
+
+# Written in the model directory by a run whose loss stopped being finite; the next run of
+# `train` there removes it.
+DIVERGED_FILE = "diverged.json"
 
 
 class TrainingSchedule(keras.callbacks.Callback):
@@ -108,6 +114,9 @@ class TrainingSchedule(keras.callbacks.Callback):
         last = self.checkpoints.last.latest_checkpoint
         where = (f"the last good checkpoint is {last}, which a rerun of the same command resumes "
                  "from" if last else "no checkpoint was written before it")
+        if self.checkpoints.chief:  # `tfnmt experiment` reports the run as diverged
+            json_files.write(os.path.join(self.checkpoints.model_dir, DIVERGED_FILE),
+                             {"step": step, "loss": str(loss), "last_checkpoint": last})
         return DivergedError(
             f"training loss is {loss} at step {step}; {where}; lower --learning_rate, raise "
             "--warmup_steps, set --clip_norm, or train with --precision=float32")

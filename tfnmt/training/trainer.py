@@ -101,6 +101,10 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     chief = distribution.is_chief(strategy)
     if chief:
         model_dir_lib.write_config(model_dir, config)
+        # A new attempt: whether it diverges again is its own record.
+        diverged = os.path.join(model_dir, callbacks.DIVERGED_FILE)
+        if os.path.exists(diverged):
+            os.remove(diverged)
     model = compiled_model(config, options)
     # A --decode_dtype the model cannot be built in is refused now, not once the test sets are
     # decoded after training.
