@@ -5,12 +5,15 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PEER_DIR="${PEER_DIR:-/work/peer}"
+REPO="$(cd "$HERE/../.." && pwd)"
+# Beside the repository, as ../shared is: venvs, data and logs, never inside the repository.
+PEER_DIR="${PEER_DIR:-$(cd "$REPO/.." && pwd)/peer}"
 STEPS="${STEPS:-100}"
 THREADS="${THREADS:-2}"
 LOG_EVERY="${LOG_EVERY:-10}"
-SPM_MODEL="${SPM_MODEL:-/work/runs/small/spm.model}"
-RAW_DATA="${RAW_DATA:-/work/shared/data/multi30k}"
+# What `tfnmt vocab --flagfile=configs/transformer/small.cfg` writes (its --model_dir).
+SPM_MODEL="${SPM_MODEL:-$REPO/runs/transformer-small-en-de/spm.model}"
+RAW_DATA="${RAW_DATA:-$(cd "$REPO/.." && pwd)/shared/data/multi30k}"
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
 FAIRSEQ_VERSION="${FAIRSEQ_VERSION:-0.12.3.1}"
 
@@ -19,6 +22,11 @@ DATA="$PEER_DIR/data"
 WORK="$PEER_DIR/fairseq"
 PY="$VENV/bin/python"
 
+pip_install() {  # quiet; the full output goes to $VENV/install.log
+    "$PY" -m pip install "$@" >>"$VENV/install.log" 2>&1 \
+        || { tail -n 30 "$VENV/install.log" >&2; echo "pip install $* failed" >&2; exit 1; }
+}
+
 # 1. virtual environment (never the system Python). torch first, pinned, so that nothing below
 #    pulls another (CUDA) build. fairseq-fixed is installed without its dependencies: it asks
 #    for torchaudio, whose newest release pins an older torch and which text translation does
@@ -26,12 +34,13 @@ PY="$VENV/bin/python"
 #    (no build isolation, which would fetch a torch of its own).
 if [[ ! -f "$VENV/.installed" ]]; then
     [[ -x "$PY" ]] || python3 -m venv "$VENV"
-    "$PY" -m pip install -q --upgrade pip setuptools wheel
-    "$PY" -m pip install -q "torch==$TORCH_VERSION"
-    "$PY" -m pip install -q "cython" "numpy" "sentencepiece"
-    "$PY" -m pip install -q "cffi" "hydra-core==1.3.2" "omegaconf==2.3.0" "regex" \
-        "sacrebleu>=1.4.12" "tqdm" "bitarray" "scikit-learn" "packaging"
-    "$PY" -m pip install -q --no-deps --no-build-isolation "fairseq-fixed==$FAIRSEQ_VERSION"
+    echo "installing into $VENV (log: $VENV/install.log)"
+    pip_install --upgrade pip setuptools wheel
+    pip_install "torch==$TORCH_VERSION"
+    pip_install cython numpy sentencepiece
+    pip_install cffi "hydra-core==1.3.2" "omegaconf==2.3.0" regex "sacrebleu>=1.4.12" tqdm \
+        bitarray scikit-learn packaging
+    pip_install --no-deps --no-build-isolation "fairseq-fixed==$FAIRSEQ_VERSION"
     "$PY" -c "import fairseq, torch; print('fairseq', fairseq.__version__, 'torch', torch.__version__)"
     touch "$VENV/.installed"
 fi

@@ -2,8 +2,8 @@
 and write the 4,000-piece vocabulary in each peer toolkit's format. Idempotent: files that
 already exist are kept.
 
-    python prepare_data.py --spm /work/runs/small/spm.model --raw /work/shared/data/multi30k \
-                           --out /work/peer/data
+    python prepare_data.py --spm runs/transformer-small-en-de/spm.model --raw ../shared/data/multi30k \
+                           --out ../peer/data
 
 Writes under --out: {train,val}.{en,de} (pieces), vocab.pieces.tsv (piece<TAB>train count, in
 SentencePiece id order, control pieces left out), dict.txt (fairseq: "piece count") and
