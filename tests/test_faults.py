@@ -220,7 +220,7 @@ def test_full_disk_during_export_leaves_no_partial_version(trained_model, tmp_pa
 
 def test_full_disk_during_tflite_export_leaves_no_partial_version(trained_model, tmp_path, monkeypatch, capsys):
     from tfnmt.exporters import tflite
-    monkeypatch.setattr(tflite, "convert", lambda translator, quantize: b"flatbuffer")
+    monkeypatch.setattr(tflite, "convert", lambda translator, quantize, *_: b"flatbuffer")
 
     def copy(source, target):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -62,9 +62,8 @@ class DecodingOptions:
         "not with --alignments, --no_repeat_ngram_size or --sampling. TF Serving needs "
         "--xla_cpu_compilation_enabled=true for such an export.")
     decode_dtype: str = option(
-        "float32", "bfloat16: weights rounded to bfloat16, faster on AVX512-BF16 or AMX CPUs, "
-        "not recurrent models; auto: bfloat16 where the CPU has either and the model allows, "
-        "else float32 (logged; docs/decoding.md).", choices=DECODE_DTYPES)
+        "float32", "bfloat16: faster on AVX512-BF16/AMX CPUs, not recurrent models; auto: "
+        "bfloat16 where both hold.", choices=DECODE_DTYPES)
     sampling: bool = option(False, "Sample each token from the model's distribution instead "
                             "of beam search (autoregressive models; back-translation).")
     sampling_topk: int = option(0, "With --sampling: sample among the k most likely tokens "

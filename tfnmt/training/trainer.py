@@ -101,10 +101,7 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     chief = distribution.is_chief(strategy)
     if chief:
         model_dir_lib.write_config(model_dir, config)
-        # A new attempt: whether it diverges again is its own record.
-        diverged = os.path.join(model_dir, callbacks.DIVERGED_FILE)
-        if os.path.exists(diverged):
-            os.remove(diverged)
+        _forget_divergence(model_dir)
     model = compiled_model(config, options)
     # A --decode_dtype the model cannot be built in is refused now, not once the test sets are
     # decoded after training.
@@ -154,6 +151,13 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
         logging.info("finished at step %d; weights fingerprint %s", callbacks.current_step(model),
                      distribution.weights_fingerprint(model))
     return schedule.history
+
+
+def _forget_divergence(model_dir):
+    """A new attempt: whether it diverges again is its own record."""
+    path = os.path.join(model_dir, callbacks.DIVERGED_FILE)
+    if os.path.exists(path):
+        os.remove(path)
 
 
 def _checkpointed_state(model, model_dir, options, chief, stream=None):

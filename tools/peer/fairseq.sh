@@ -4,39 +4,16 @@
 # validation loss at the end. See README.md beside this file.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
-# Beside the repository, as ../shared is: venvs, data and logs, never inside the repository.
-PEER_DIR="${PEER_DIR:-$(cd "$REPO/.." && pwd)/peer}"
-STEPS="${STEPS:-100}"
-THREADS="${THREADS:-2}"
-LOG_EVERY="${LOG_EVERY:-10}"
-# What `tfnmt vocab --flagfile=configs/transformer/small.cfg` writes (its --model_dir).
-SPM_MODEL="${SPM_MODEL:-$REPO/runs/transformer-small-en-de/spm.model}"
-RAW_DATA="${RAW_DATA:-$(cd "$REPO/.." && pwd)/shared/data/multi30k}"
-TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
+PEER_NAME=fairseq
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 FAIRSEQ_VERSION="${FAIRSEQ_VERSION:-0.12.3.1}"
 
-VENV="$PEER_DIR/venv-fairseq"
-DATA="$PEER_DIR/data"
-WORK="$PEER_DIR/fairseq"
-PY="$VENV/bin/python"
-
-pip_install() {  # quiet; the full output goes to $VENV/install.log
-    "$PY" -m pip install "$@" >>"$VENV/install.log" 2>&1 \
-        || { tail -n 30 "$VENV/install.log" >&2; echo "pip install $* failed" >&2; exit 1; }
-}
-
-# 1. virtual environment (never the system Python). torch first, pinned, so that nothing below
-#    pulls another (CUDA) build. fairseq-fixed is installed without its dependencies: it asks
-#    for torchaudio, whose newest release pins an older torch and which text translation does
-#    not use; its other dependencies are installed by name. Built against the venv's torch
-#    (no build isolation, which would fetch a torch of its own).
+# 1. virtual environment (never the system Python; common.sh new_venv). fairseq-fixed is
+#    installed without its dependencies: it asks for torchaudio, whose newest release pins an older
+#    torch and which text translation does not use; its other dependencies are installed by name.
+#    Built against the venv's torch (no build isolation, which would fetch a torch of its own).
 if [[ ! -f "$VENV/.installed" ]]; then
-    [[ -x "$PY" ]] || python3 -m venv "$VENV"
-    echo "installing into $VENV (log: $VENV/install.log)"
-    pip_install --upgrade pip setuptools wheel
-    pip_install "torch==$TORCH_VERSION"
+    new_venv
     pip_install cython numpy sentencepiece
     pip_install cffi "hydra-core==1.3.2" "omegaconf==2.3.0" regex "sacrebleu>=1.4.12" tqdm \
         bitarray scikit-learn packaging

@@ -4,38 +4,15 @@
 # end. See README.md beside this file.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
-# Beside the repository, as ../shared is: venvs, data and logs, never inside the repository.
-PEER_DIR="${PEER_DIR:-$(cd "$REPO/.." && pwd)/peer}"
-STEPS="${STEPS:-100}"
-THREADS="${THREADS:-2}"
-LOG_EVERY="${LOG_EVERY:-10}"
-# What `tfnmt vocab --flagfile=configs/transformer/small.cfg` writes (its --model_dir).
-SPM_MODEL="${SPM_MODEL:-$REPO/runs/transformer-small-en-de/spm.model}"
-RAW_DATA="${RAW_DATA:-$(cd "$REPO/.." && pwd)/shared/data/multi30k}"
-TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
+PEER_NAME=opennmt
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ONMT_VERSION="${ONMT_VERSION:-3.5.1}"
 
-VENV="$PEER_DIR/venv-opennmt"
-DATA="$PEER_DIR/data"
-WORK="$PEER_DIR/opennmt"
-PY="$VENV/bin/python"
-
-pip_install() {  # quiet; the full output goes to $VENV/install.log
-    "$PY" -m pip install "$@" >>"$VENV/install.log" 2>&1 \
-        || { tail -n 30 "$VENV/install.log" >&2; echo "pip install $* failed" >&2; exit 1; }
-}
-
-# 1. virtual environment (never the system Python). torch first, pinned, so that nothing below
-#    pulls another (CUDA) build. OpenNMT-py 3.5.1 (the newest) declares torch<2.3,>=2.1, which
-#    only CUDA builds of PyPI satisfy here, so it is installed without its dependencies and
-#    they are installed by name, all but torch.
+# 1. virtual environment (never the system Python; common.sh new_venv). OpenNMT-py 3.5.1 (the
+#    newest) declares torch<2.3,>=2.1, which only CUDA builds of PyPI satisfy here, so it is
+#    installed without its dependencies and they are installed by name, all but torch.
 if [[ ! -f "$VENV/.installed" ]]; then
-    [[ -x "$PY" ]] || python3 -m venv "$VENV"
-    echo "installing into $VENV (log: $VENV/install.log)"
-    pip_install --upgrade pip setuptools wheel
-    pip_install "torch==$TORCH_VERSION"
+    new_venv
     pip_install sentencepiece configargparse "ctranslate2>=4,<5" "tensorboard>=2.3" flask \
         waitress "pyonmttok>=1.37,<2" pyyaml sacrebleu rapidfuzz pyahocorasick fasttext-wheel \
         spacy six
