@@ -174,7 +174,9 @@ def test_precision_auto_trains_in_what_the_cpu_computes_natively(corpus, tmp_pat
     monkeypatch.setattr(trainer.catalog, "build", recording)
     model_dir = str(tmp_path / "m")
     flags_ = [f for f in tiny_train_flags(corpus, model_dir, steps=4) if not f.startswith("--bleu")]
-    assert run_cli("train", *flags_, "--precision=auto", "--bleu_sentences=0") == 0
+    # --decode_dtype=auto too: the test sets after training decode as the CPU allows.
+    assert run_cli("train", *flags_, "--precision=auto", "--bleu_sentences=0",
+                   "--decode_dtype=auto") == 0
     assert chosen and set(chosen) == {policy}
     assert checkpoints.resolve(model_dir).endswith("ckpt-4")
 

@@ -105,7 +105,7 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     model = compiled_model(config, options)
     # A --decode_dtype the model cannot be built in is refused now, not once the test sets are
     # decoded after training.
-    precision.in_dtype(model, decode_options.decode_dtype)
+    precision.decoding_model(model, decode_options.decode_dtype)
     vocabs = load_vocabs(model_dir)
     batching = training_batching(model, options)
     # One input pipeline (no tf.distribute, no tf.data service): its state is saved in every
