@@ -31,20 +31,25 @@ def configure(environ=None):
     return environ
 
 
-def cpu_flags(cpuinfo=None):
-    """The instruction-set flags of the CPU, from the text of /proc/cpuinfo (read when not
-    given); an empty set where there is none (not Linux)."""
+def cpuinfo_field(key, cpuinfo=None):
+    """The first value of `key` ("flags", "model name") in the text of /proc/cpuinfo (read when
+    not given); '' where there is none (not Linux)."""
     if cpuinfo is None:
         try:
             with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
                 cpuinfo = f.read()
         except OSError:
-            return frozenset()
+            return ""
     for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
+        name, _, value = line.partition(":")
+        if name.strip() == key:
+            return value.strip()
+    return ""
+
+
+def cpu_flags(cpuinfo=None):
+    """The instruction-set flags of the CPU (see cpuinfo_field)."""
+    return frozenset(cpuinfo_field("flags", cpuinfo).split())
 
 
 def native_bfloat16(flags=None):

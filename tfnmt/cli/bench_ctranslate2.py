@@ -26,6 +26,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from tfnmt import runtime
 from tfnmt.cli import common
 from tfnmt.data import sources
 from tfnmt.decoding.options import DecodingOptions
@@ -141,9 +142,6 @@ TFNMT_VARIANTS = (("float32", {}), ("float32 xla", {"xla_decoding": True}),
 # (docs/benchmarks.md, "One thread per op").
 ONE_THREAD_PER_OP = {"TF_NUM_INTRAOP_THREADS": "1"}
 VARIANT_ENV = {name: ONE_THREAD_PER_OP for name, _ in TFNMT_VARIANTS if name.endswith("intra-op 1")}
-# The instructions without which the bfloat16 variant is not measured (TensorFlow would emulate
-# its products, slower than float32's).
-BFLOAT16_INSTRUCTIONS = {"avx512_bf16", "amx_bf16"}
 # What a variant does not name is as in the default export.
 _VARIANT_DEFAULTS = {"xla_decoding": False, "decode_dtype": "float32"}
 # Rounds, each a timed pass per engine and decode; the figures are their medians.
@@ -219,8 +217,9 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
 
 
 def native_variants(instructions):
-    """The TFNMT_VARIANTS a CPU with `instructions` (machine()) runs natively."""
-    bfloat16 = bool(set(instructions) & BFLOAT16_INSTRUCTIONS)
+    """The TFNMT_VARIANTS a CPU with `instructions` (machine()) runs natively: no bfloat16
+    variant where TensorFlow would emulate its products, slower than float32's."""
+    bfloat16 = runtime.native_bfloat16(frozenset(instructions))
     return [(name, changes) for name, changes in TFNMT_VARIANTS
             if bfloat16 or changes.get("decode_dtype") != "bfloat16"]
 
@@ -330,17 +329,7 @@ def machine():
     import subprocess
 
     import tfnmt
-    cpu, flags = platform.processor(), set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    cpu = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-    except OSError:
-        pass
+    cpu, flags = runtime.cpuinfo_field("model name") or platform.processor(), runtime.cpu_flags()
     root = os.path.dirname(os.path.dirname(os.path.abspath(tfnmt.__file__)))
     commit = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"],
                             capture_output=True, text=True)

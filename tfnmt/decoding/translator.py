@@ -10,6 +10,7 @@ import re
 import tensorflow as tf
 from absl import logging
 
+from tfnmt import runtime
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from tfnmt.decoding import chunking, precision, searches
 from tfnmt.decoding.alignments import aligned
@@ -64,7 +65,7 @@ class Translator(tf.Module, Backend):
     def with_options(self, options):
         """The same model and vocabularies decoded with other `options` (DecodingOptions);
         in the same `decode_dtype`, the same copy of the model."""
-        same = options.decode_dtype in (self.options.decode_dtype, precision.runtime.AUTO)
+        same = options.decode_dtype in (self.options.decode_dtype, runtime.AUTO)
         sibling = Translator(self.model if same else self._given_model, self.source_vocab,
                              self.target_vocab, options)
         sibling._given_model = self._given_model
