@@ -50,10 +50,17 @@ def test_every_line_gets_one_output_line_and_odd_lines_are_named(backends, backe
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("problem", ["missing", "directory"])
-def test_an_unreadable_input_is_one_line_and_writes_nothing(backends, backend, problem, tmp_path, capsys):
+def test_an_unreadable_input_is_one_line_and_writes_nothing(backends, backend, problem, tmp_path,
+                                                             capsys, monkeypatch):
+    from tfnmt.cli import common
+
+    def never(*_):  # a model takes seconds to load; a missing input is refused before
+        raise AssertionError("the model was opened before the input was read")
+    monkeypatch.setattr(common, "open_translator", never)
     source = tmp_path / "missing.txt" if problem == "missing" else tmp_path
     output = tmp_path / "out.txt"
     assert run_cli("translate", *backends[backend], f"--input={source}", f"--output={output}") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("tfnmt translate: error: ") and str(source) in err[-1], err
+    assert len(err) == 1 and err[0].startswith("tfnmt translate: error: "), err
+    assert str(source) in err[0]
     assert not output.exists() or output.read_text() == ""

@@ -307,6 +307,33 @@ def test_loopback_load_with_batching_has_no_errors(server):
     assert result["requests"] >= 4 and result["latency_ms_p99"] >= result["latency_ms_p50"] > 0
 
 
+def test_soak_reloads_under_load_and_reports_the_servers_memory(exports, tmp_path, capsys):
+    base, _ = exports
+    before = sorted(os.listdir(os.path.join(base, "tiny")))
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("\n".join(s for s in SENTENCES if s) + "\n")
+    assert run_cli("bench", "--bench=soak", f"--export_dir={base}", "--served_model=tiny",
+                   "--bench_seconds=12", "--bench_clients=2", f"--input={inputs}") == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["bench"] == "soak" and result["errors"] == 0 and result["requests"] > 0
+    assert result["reload_seconds"] is not None and 0 <= result["reload_seconds"] < 6
+    times = [t for t, _ in result["rss_mb"]]
+    assert times == sorted(times) and times[-1] >= 12 and len(times) > 10
+    sizes = [mb for _, mb in result["rss_mb"]]
+    assert min(sizes) > 50 and result["peak_rss_mb"] >= max(sizes) - 1
+    assert result["rss_mb_end"] == sizes[-1]
+    assert result["rss_flat"] == (result["rss_growth"] <= 0.10)
+    assert sorted(os.listdir(os.path.join(base, "tiny"))) == before  # the user's export untouched
+
+
+def test_soak_refuses_a_server_it_cannot_read_the_memory_of(capsys):
+    assert run_cli("bench", "--bench=soak", "--server=http://localhost:1",
+                   "--served_model=m") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["tfnmt bench: error: --server would be ignored: `tfnmt bench` reads it only "
+                   "with --bench=translate and with --server; or with --bench=serve and with --server"]
+
+
 def test_idle_connections_do_not_delay_a_request(server):
     # Connections opened with nothing sent, twice waitress's default limit of 100: they took
     # every slot, and a request waited unanswered until they timed out (120 s).

@@ -18,6 +18,8 @@
                      requests/s and latency percentiles. With --export_dir and --served_model it
                      starts `tfnmt serve` twice (batching on, then off); with --server it loads that
                      server. Sentences: --input, else the model's test split.
+  --bench=soak       the memory of one `tfnmt serve` under that load for --bench_seconds, with a
+                     model reload halfway (cli/bench_soak.py)
   --bench=data       the training input pipeline alone (cli/bench_data.py): time to the first
                      batch, an epoch's target tokens/s, resume time, peak memory
 """
@@ -37,7 +39,7 @@ from tfnmt.data.options import DataOptions
 from tfnmt.decoding.translator import translate_sentences
 from tfnmt.errors import ConfigError, UserError
 from tfnmt.exporters.options import ExportOptions
-from tfnmt.serving.options import ClientOptions, ExportedModelOptions
+from tfnmt.serving.options import BatchingOptions, ClientOptions, ExportedModelOptions
 
 
 
@@ -178,15 +180,11 @@ def _measure(bench, client_options, url, label, sentences):
                 **result)
 
 
-def bench_serve(bench):
-    """One result per server setting (a list)."""
+def _local_export(bench, client):
+    """(export base directory, newest version's path, sentences) of --export_dir/--served_model."""
     import os
 
     from tfnmt.serving.models import version_dirs
-    client = read(ClientOptions)
-    if client.server:
-        return [_measure(bench, client, client.server, client.server,
-                         _serve_sentences(bench, None))]
     export_dir = read_fields(ExportOptions, ("export_dir",))["export_dir"]
     common.require(export_dir=export_dir, served_model=client.served_model)
     versions = version_dirs(os.path.join(export_dir, client.served_model))
@@ -195,26 +193,49 @@ def bench_serve(bench):
     sentences = _serve_sentences(bench, versions[max(versions)])
     if not sentences:
         raise ConfigError("no sentences to send")
+    return export_dir, versions[max(versions)], sentences
+
+
+def _serve_flags(batching_enabled):
+    """`tfnmt serve`'s batching and thread flags as this command's flags set them."""
+    import dataclasses
+
+    from tfnmt.serving.options import BatchingOptions, ServeOptions
+    batching = read(BatchingOptions)
+    return [f"--enable_batching={str(batching_enabled).lower()}",
+            *(f"--{name}={value}" for name, value in dataclasses.asdict(batching).items()),
+            f"--rest_api_num_threads={read(ServeOptions).rest_api_num_threads}"]
+
+
+def bench_serve(bench):
+    """One result per server setting (a list)."""
+    client = read(ClientOptions)
+    if client.server:
+        return [_measure(bench, client, client.server, client.server,
+                         _serve_sentences(bench, None))]
+    export_dir, _, sentences = _local_export(bench, client)
     return [_serve_locally(bench, client, export_dir, sentences, enabled)
             for enabled in (True, False)]
 
 
+def bench_soak(bench):
+    from tfnmt.cli.bench_soak import soak
+    client = read(ClientOptions)
+    _, path, sentences = _local_export(bench, client)
+    from tfnmt.serving.options import ServeOptions
+    return soak(bench, client, path, sentences, _serve_flags(read(ServeOptions).enable_batching))
+
+
 def _serve_locally(bench, client, export_dir, sentences, batching_enabled):
     """The load test of `tfnmt serve --export_dir` started here, batching on or off."""
-    import dataclasses
     import tempfile
 
     from tfnmt.serving import server as server_lib
-    from tfnmt.serving.options import BatchingOptions, ServeOptions
-    batching = read(BatchingOptions)
-    threads = read(ServeOptions).rest_api_num_threads
-    flags = [f"--{name}={value}" for name, value in dataclasses.asdict(batching).items()]
     with tempfile.NamedTemporaryFile(suffix=".log") as log:
         process, url = server_lib.spawn(
             [f"--export_dir={export_dir}", "--rest_api_host=127.0.0.1", "--rest_api_port=0",
-             "--file_system_poll_wait_seconds=0",
-             f"--enable_batching={str(batching_enabled).lower()}", *flags,
-             f"--rest_api_num_threads={threads}"], log_path=log.name)
+             "--file_system_poll_wait_seconds=0", *_serve_flags(batching_enabled)],
+            log_path=log.name)
         try:
             result = _measure(bench, client, url,
                               f"tfnmt serve, batching {'on' if batching_enabled else 'off'}",
@@ -223,6 +244,7 @@ def _serve_locally(bench, client, export_dir, sentences, batching_enabled):
             server_lib.stop(process)
     result["batching"] = batching_enabled
     if batching_enabled:
+        batching = read(BatchingOptions)
         result.update(max_batch_size=batching.max_batch_size,
                       batch_timeout_micros=batching.batch_timeout_micros)
     return result
@@ -237,7 +259,7 @@ def run():
     else:
         from tfnmt.cli.bench_data import bench_data
         benches = {"train": bench_train, "translate": bench_translate, "decode": bench_decode,
-                   "data": bench_data}
+                   "data": bench_data, "soak": bench_soak}
         result = benches[bench.bench](bench)
         if "table" in result:
             print(result["table"])

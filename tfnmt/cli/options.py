@@ -79,8 +79,9 @@ class AverageOptions:
 class BenchOptions:
     bench: str = option(
         "translate", "What `tfnmt bench` measures (decode: several --saved_model=A,B,... side by "
-        "side; serve: a REST load test; data: the training input pipeline alone).",
-        choices=("train", "translate", "decode", "serve", "data"))
+        "side; serve: a REST load test; soak: a server's memory under load, with a reload; data: the "
+        "training input pipeline alone).",
+        choices=("train", "translate", "decode", "serve", "soak", "data"))
     bench_steps: int = option(30, "Timed training steps (after 5 warm-up steps).", bounds=">= 1")
     bench_sentences: int = option(
         256, "Test sentences translated for the speed benchmark.", bounds=">= 1")
@@ -100,7 +101,7 @@ class BenchOptions:
         bounds=">= 0")
     bench_output: str = option(
         "", "Also write the result (the JSON printed last) to this file, indented.")
-    bench_clients: int = option(8, "--bench=serve: concurrent clients.", bounds=">= 1")
-    bench_seconds: float = option(20.0, "--bench=serve: how long each load runs.", bounds="> 0")
+    bench_clients: int = option(8, "Concurrent clients of the load test.", bounds=">= 1")
+    bench_seconds: float = option(20.0, "How long each load runs.", bounds="> 0")
     bench_request_sentences: int = option(
-        1, "--bench=serve: sentences per request.", bounds=">= 1")
+        1, "Sentences per request of the load test.", bounds=">= 1")

@@ -108,15 +108,16 @@ def run():
               else read_fields(DecodingOptions, ("n_best", "alignments")))
     answering = interactive(t)
     check(t, wanted, answering)
-    _, translator = common.open_translator(source)
     if answering:
-        return _answer(t, wanted, translator)
+        return _answer(t, wanted, common.open_translator(source)[1])
+    # The files first: a missing one is refused before a model takes seconds to load.
     lines, problems = _read_input(t)
     for problem in problems:
         logging.warning("%s; translating it with U+FFFD in place of the bad bytes", problem)
     for number, line in enumerate(lines, start=1):
         _say_if_empty(t, number, line)
-    _write(t, wanted, translator, lines, _read_prefixes(t, len(lines)))
+    prefixes = _read_prefixes(t, len(lines))
+    _write(t, wanted, common.open_translator(source)[1], lines, prefixes)
 
 
 def _say_if_empty(t, number, line):

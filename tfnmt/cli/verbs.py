@@ -71,8 +71,8 @@ TRANSLATOR = [(CHECKPOINT, [group("model_dir"), group("decoding")]),
 SCORING_DECODING = ["length_penalty", "length_penalty_mode", "max_input_length", "decode_dtype"]
 
 
-def _bench(kind):
-    return When(lambda f: f.bench == kind, f"with --bench={kind}")
+def _bench(*kinds):
+    return When(lambda f: f.bench in kinds, f"with --bench={' or '.join(kinds)}")
 
 
 VERBS = {
@@ -145,13 +145,17 @@ VERBS = {
                                "compare_ctranslate2"]),
         (_bench("decode"), ["saved_model", *DATA_SOURCE, "test_split", "bench_sentences",
                             "bench_latency_sentences", "decode_batch_size"]),
-        (_bench("serve"), ["served_model", "model_version", "server_timeout", "bench_clients",
-                           "bench_seconds", "bench_request_sentences", "input"]),
+        (_bench("serve", "soak"),
+         ["served_model", "server_timeout", "bench_clients", "bench_seconds",
+          "bench_request_sentences", "input"]),
+        (_bench("serve"), ["model_version"]),
         (_bench("serve") & SERVER, ["server"]),
-        (_bench("serve") & When(lambda f: not f.server, "without --server"),
+        (When(lambda f: f.bench == "soak" or (f.bench == "serve" and not f.server),
+              "with --bench=soak, or serve without --server"),
          ["export_dir", "max_batch_size", "batch_timeout_micros", "num_batch_threads",
           "max_enqueued_batches", "rest_api_num_threads"]),
-        (_bench("serve") & When(lambda f: f.input == "-", "without --input"),
+        (_bench("soak"), ["enable_batching"]),
+        (_bench("serve", "soak") & When(lambda f: f.input == "-", "without --input"),
          [*DATA_SOURCE, "test_split", "bench_sentences"]),
         (_bench("data"), ["model_dir", *DATA_SOURCE, "train_split", "train_limit",
                           group("vocabulary"), "seed", "batch_tokens", "batch_size",
