@@ -24,9 +24,9 @@ def test_machine_load_counts_a_busy_sibling_and_not_this_process():
     assert sleeping.seconds == pytest.approx(1.0, abs=0.2)
 
 
-def _engine(engine, variant, sps, p50, others=0.01):
+def _engine(engine, variant, sps, p50, others=0.01, bleu=30.0):
     d = {"sentences_per_second": sps, "batch1_latency_ms_p50": p50,
-         "batch1_latency_ms_p90": p50 * 1.5, "others_max": others}
+         "batch1_latency_ms_p90": p50 * 1.5, "others_max": others, "bleu": bleu}
     return {"engine": engine, "variant": variant, "pids": [1], "decodes": {"beam": d, "greedy": d}}
 
 
@@ -55,6 +55,54 @@ def test_a_quiet_run_prints_both_ratios_and_each_engines_fastest():
     assert p50[3] == "4.27x slower" and p50[5] == "7.5 ms (int8)" and p50[6] == "4.67x slower"
     assert rows[-1].startswith("Quiet machine: other processes used at most 1.0%")
     assert compare.incoherent(_result(QUIET)) == []
+
+
+def test_a_faster_variant_that_loses_bleu_is_not_the_fastest():
+    engines = [_engine("tfnmt", "float32", 100.0, 30.0),
+               _engine("ctranslate2", "float32", 120.0, 10.0, bleu=30.0),
+               _engine("ctranslate2", "int8", 200.0, 5.0, bleu=29.6),
+               _engine("ctranslate2", "float32, parallel batches", 150.0, 12.0, bleu=29.75)]
+    assert compare._fastest(engines, "ctranslate2", "beam", "sentences_per_second") == (
+        150.0, "float32, parallel batches")
+    assert compare._fastest(engines, "ctranslate2", "beam", "batch1_latency_ms_p50") == (
+        10.0, "float32")
+    engines[2]["decodes"]["beam"]["bleu"] = 29.7  # a loss of 0.3 is allowed
+    assert compare._fastest(engines, "ctranslate2", "beam", "sentences_per_second") == (
+        200.0, "int8")
+
+
+def test_ctranslate2_runs_each_compute_type_for_latency_and_for_throughput(monkeypatch):
+    monkeypatch.setattr(compare, "CORES", 2)
+    settings = compare.ctranslate2_settings({"int8", "float32", "int8_float32"})
+    assert settings == [
+        {"variant": "float32", "threads": 2, "parallel": 1},
+        {"variant": "float32, parallel batches", "compute_type": "float32", "threads": 1,
+         "parallel": 2},
+        {"variant": "int8", "threads": 2, "parallel": 1},
+        {"variant": "int8, parallel batches", "compute_type": "int8", "threads": 1,
+         "parallel": 2}]
+
+
+def test_parallel_batches_are_in_flight_together_and_keep_their_order():
+    import threading
+
+    from tfnmt.cli.bench_engine import measure
+    running, most, lock = [0], [0], threading.Lock()
+
+    def translate(lines):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return [line.upper() for line in lines]
+    batches = [["a", "b"], ["c"], ["d", "e"], ["f"]]
+    result = measure(translate, batches, ["x"], parallel=2)
+    assert result["outputs"] == ["A", "B", "C", "D", "E", "F"] and most[0] == 2
+    most[0] = 0
+    measure(translate, batches, ["x"])
+    assert most[0] == 1
 
 
 def test_a_loaded_run_prints_no_ratio():
@@ -99,10 +147,12 @@ def test_an_incoherent_measurement_fails_the_bench(monkeypatch, capsys):
 
 def test_the_bfloat16_variant_is_measured_where_the_cpu_has_bfloat16_products():
     names = [name for name, _ in compare.native_variants(["avx2", "avx512f"])]
-    assert names == ["float32", "float32 xla", "float32 intra-op 1", "float32 xla intra-op 1"]
+    assert names == ["float32", "float32 xla", "float32 intra-op 1", "float32 xla intra-op 1",
+                     "float32 intra-op 1, parallel batches"]
     names = [name for name, _ in compare.native_variants(["avx512f", "avx512_bf16"])]
     assert names == ["float32", "float32 xla", "bfloat16", "float32 intra-op 1",
-                     "float32 xla intra-op 1", "bfloat16 intra-op 1"]
+                     "float32 xla intra-op 1", "bfloat16 intra-op 1",
+                     "float32 intra-op 1, parallel batches", "bfloat16 intra-op 1, parallel batches"]
     assert "bfloat16" in [name for name, _ in compare.native_variants(["amx_bf16"])]
 
 
@@ -124,7 +174,7 @@ def test_an_engine_process_starts_with_its_variants_environment(monkeypatch, tmp
     for variant in variants:
         compare._run_engine({"engine": "tfnmt", "variant": variant,
                              "env": compare.VARIANT_ENV.get(variant, {})}, str(tmp_path))
-    assert started == [None, None, None, "1", "1", "1"]
+    assert started == [None, None, None, "1", "1", "1", "1", "1"]
 
 
 def test_a_saved_model_stands_for_its_own_variant_only():

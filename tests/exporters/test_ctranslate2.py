@@ -165,6 +165,8 @@ def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained
     import subprocess
     import sys
 
+    import ctranslate2
+
     from tfnmt.cli import bench_ctranslate2
     monkeypatch.setattr(bench_ctranslate2, "TFNMT_VARIANTS", bench_ctranslate2.TFNMT_VARIANTS[:1])
     run_engine = bench_ctranslate2._run_engine
@@ -199,8 +201,14 @@ def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained
     pids = [pid for e in result["engines"] for pid in e["pids"]]
     assert os.getpid() not in pids and len(set(pids)) == len(pids)  # a process per engine and round
     assert {len(e["pids"]) for e in result["engines"]} == {bench_ctranslate2.REPEATS}
-    assert [(e["engine"], e["variant"]) for e in result["engines"]][:2] == [
-        ("tfnmt", "float32"), ("ctranslate2", "float32")]
+    assert [(e["engine"], e["variant"]) for e in result["engines"]] == [
+        ("tfnmt", "float32")] + [("ctranslate2", setting["variant"]) for setting in
+                                 bench_ctranslate2.ctranslate2_settings(
+                                     ctranslate2.get_supported_compute_types("cpu"))]
+    assert {s["variant"] for s in bench_ctranslate2.ctranslate2_settings(["float32"])} == {
+        "float32", "float32, parallel batches"}
+    for engine in result["engines"]:  # every decode scored against the references
+        assert all(0 <= d["bleu"] <= 100 for d in engine["decodes"].values())
     assert result["agreement"]["greedy"] == "12/12"
     assert result["decodes"]["beam"]["beam_size"] == 2
 

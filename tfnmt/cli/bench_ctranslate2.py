@@ -5,12 +5,16 @@ same test sentences and batches sorted by length, SentencePiece included on both
 Each engine runs alone in a process of its own (cli/bench_engine.py), one after the other:
 tfnmt float32 (the default export, then with --xla_decoding), tfnmt --decode_dtype=bfloat16 on a
 CPU with bfloat16 instructions, each with TensorFlow's defaults and again with one thread per op
-(VARIANT_ENV), then CTranslate2 in every compute type the CPU supports, float32 first. They take
+(VARIANT_ENV), and with one thread per op and as many batches in flight as cores (from as many
+caller threads); then CTranslate2 in every compute type the CPU supports, float32 first, each
+as its documentation advises for latency (intra_threads = cores) and for throughput (one thread
+per batch, inter_threads = cores, the batches submitted at once). They take
 turns in REPEATS rounds (`_interleaved`), each engine making a warm-up and a timed pass per
 round, and measure over each pass the share of the machine other processes used; the table
 gives medians, float32 against float32 and each
-engine's fastest variant against the other's, and no ratio if others used more than MAX_OTHERS
-of the machine during any pass. Figures that cannot all be true (`incoherent`) fail the bench.
+engine's fastest variant against the other's (of its variants whose BLEU on the sentences is
+within MAX_BLEU_LOSS of its float32's), and no ratio if others used more than MAX_OTHERS of the
+machine during any pass. Figures that cannot all be true (`incoherent`) fail the bench.
 
 Rows: beam search (--beam_size and the length penalty of the decoding flags, or of the
 --saved_model's export) and greedy search (beam 1, no length penalty), each at
@@ -31,6 +35,7 @@ from tfnmt.cli import common
 from tfnmt.data import sources
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
+from tfnmt.evaluation import bleu as bleu_lib
 
 
 def _saved_model_weights(path):
@@ -111,6 +116,7 @@ def compare(bench, data, batch, source):
     decodes = {"beam": options,
                "greedy": dataclasses.replace(options, beam_size=1, length_penalty=0.0)}
     test = _test_batches(bench, data, config, source_vocab, batch)
+    bleu = bleu_lib.metric(target_lang=data.target_lang)
     here = machine()
     with tempfile.TemporaryDirectory() as tmp:
         specs = _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab,
@@ -123,7 +129,7 @@ def compare(bench, data, batch, source):
               "decodes": {name: {"beam_size": o.beam_size, "length_penalty": o.length_penalty,
                                  "length_penalty_mode": o.length_penalty_mode}
                           for name, o in decodes.items()},
-              "engines": [summary(engine, test, batch) for engine in engines]}
+              "engines": [summary(engine, test, batch, bleu) for engine in engines]}
     result["agreement"] = _agreement(engines, test)
     result["busiest"] = _busiest(result["engines"])
     result["table"] = table(result)
@@ -131,17 +137,21 @@ def compare(bench, data, batch, source):
     return result
 
 
+CORES = os.cpu_count() or 1
+PARALLEL = ", parallel batches"
 # tfnmt's exports: (name, the decoding options that make it).
 TFNMT_VARIANTS = (("float32", {}), ("float32 xla", {"xla_decoding": True}),
                   ("bfloat16", {"decode_dtype": "bfloat16"}),
                   ("float32 intra-op 1", {}), ("float32 xla intra-op 1", {"xla_decoding": True}),
-                  ("bfloat16 intra-op 1", {"decode_dtype": "bfloat16"}))
+                  ("bfloat16 intra-op 1", {"decode_dtype": "bfloat16"}),
+                  ("float32 intra-op 1" + PARALLEL, {}),
+                  ("bfloat16 intra-op 1" + PARALLEL, {"decode_dtype": "bfloat16"}))
 # A variant's process environment beside the default: TensorFlow's runtime settings. One
 # thread per op, two ops at a time (inter-op, TensorFlow's default on two cores), was 1.35x
 # as fast at beam 5, batch 32 as TensorFlow's default on the 2-core machine
 # (docs/benchmarks.md, "One thread per op").
 ONE_THREAD_PER_OP = {"TF_NUM_INTRAOP_THREADS": "1"}
-VARIANT_ENV = {name: ONE_THREAD_PER_OP for name, _ in TFNMT_VARIANTS if name.endswith("intra-op 1")}
+VARIANT_ENV = {name: ONE_THREAD_PER_OP for name, _ in TFNMT_VARIANTS if "intra-op 1" in name}
 # What a variant does not name is as in the default export.
 _VARIANT_DEFAULTS = {"xla_decoding": False, "decode_dtype": "float32"}
 # Rounds, each a timed pass per engine and decode; the figures are their medians.
@@ -150,28 +160,36 @@ REPEATS = 3
 # printed: CTranslate2's OpenMP threads slow down far more under outside load than
 # TensorFlow's (a quiet 279 sentences/s fell to 6.9 beside a process holding one core).
 MAX_OTHERS = 0.10
+# A variant faster than its engine's float32 counts as the engine's fastest only if its BLEU
+# on the test sentences is at most this much lower (int8 may cost more).
+MAX_BLEU_LOSS = 0.3
 
 
 @dataclasses.dataclass
 class _Test:
     """The test sentences: by length (`order`), in batches of that order, the first for
-    latency (`singles`), and each one's SentencePiece count (`pieces`)."""
+    latency (`singles`), each one's SentencePiece count (`pieces`), and the references in the
+    order of `order`."""
     order: list
     batches: list
     singles: list
     pieces: dict
+    references: list
 
 
 def _test_batches(bench, data, config, source_vocab, batch):
     spec = common.data_spec(data, config)
-    sentences, _ = sources.references(spec, common.splits(data, spec)[2], bench.bench_sentences)
-    sentences = [s for s in sentences if s.strip()]
-    if not sentences:
+    sentences, targets = sources.references(spec, common.splits(data, spec)[2],
+                                            bench.bench_sentences)
+    pairs = [(s, t) for s, t in zip(sentences, targets) if s.strip()]
+    if not pairs:
         raise ConfigError("no test sentences to translate")
-    pieces = {s: len(source_vocab.encode(s)) for s in sentences}
-    order = sorted(sentences, key=lambda s: pieces[s])
+    pieces = {s: len(source_vocab.encode(s)) for s, _ in pairs}
+    pairs.sort(key=lambda pair: pieces[pair[0]])
+    order = [s for s, _ in pairs]
     return _Test(order, [order[i:i + batch] for i in range(0, len(order), batch)],
-                 sentences[: bench.bench_latency_sentences], pieces)
+                 [s for s in sentences if s.strip()][: bench.bench_latency_sentences], pieces,
+                 [t for _, t in pairs])
 
 
 def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, decodes, test,
@@ -196,6 +214,7 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
                                        f"{name}-{variant}".replace(" ", "-"), 1, config))
         specs.append(dict(common_spec, engine="tfnmt", variant=variant,
                           env=VARIANT_ENV.get(variant, {}),
+                          parallel=CORES if variant.endswith(PARALLEL) else 1,
                           decodes={name: exported[name, o] for name, o in wanted.items()}))
     ct2_dir = os.path.join(tmp, "ctranslate2")
     ct2_export.save(model, source_vocab, target_vocab, decodes["beam"], ct2_dir)
@@ -205,15 +224,26 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
     ct2_spec = dict(
         common_spec, engine="ctranslate2", model_dir=ct2_dir, source_spm=spm_paths[0],
         target_spm=spm_paths[-1], max_input_length=o.max_input_length,
-        # As many threads as TensorFlow uses (CTranslate2's default is 4 whatever the cores).
-        threads=os.cpu_count() or 1,
         limits={line: _tfnmt_limit(o, test.pieces[line]) - 1 for line in test.pieces},
         decodes={name: {"beam_size": d.beam_size, "length_penalty": d.length_penalty,
                         "min_decode_length": d.min_decode_length}
                  for name, d in decodes.items()})
-    types = sorted(ctranslate2.get_supported_compute_types("cpu"),
-                   key=lambda t: (t != "float32", t))
-    return specs + [dict(ct2_spec, variant=t) for t in types]
+    return specs + [dict(ct2_spec, **setting)
+                    for setting in ctranslate2_settings(ctranslate2.get_supported_compute_types("cpu"))]
+
+
+def ctranslate2_settings(types):
+    """CTranslate2's variants: each compute type of `types` (int8_float32 is int8 on a CPU),
+    float32 first, with intra_threads = cores (`threads`; CTranslate2's default is 4 whatever
+    the cores) and one batch at a time, then one thread per batch and as many batches at once as
+    cores (`parallel`: its inter_threads), as its documentation advises for throughput."""
+    types = set(types)
+    if "int8" in types:
+        types.discard("int8_float32")
+    types = sorted(types, key=lambda t: (t != "float32", t))
+    return [setting for t in types for setting in (
+        {"variant": t, "threads": CORES, "parallel": 1},
+        {"variant": t + PARALLEL, "compute_type": t, "threads": 1, "parallel": CORES})]
 
 
 def native_variants(instructions):
@@ -277,14 +307,16 @@ def _run_engine(spec, tmp):
         return json.load(f)
 
 
-def summary(engine, test, batch):
+def summary(engine, test, batch, bleu):
     """An engine's figures per decode: the medians over the rounds of sentences/s at `batch`
-    and of batch-1 latency p50 and p90, and the largest share of the machine others used
-    during any timed pass (None if it could not be read)."""
+    and of batch-1 latency p50 and p90, the BLEU of its translations (sacreBLEU `bleu`), and the
+    largest share of the machine others used during any timed pass (None if it could not be
+    read)."""
     decodes = {}
     for name, d in engine["decodes"].items():
         loads = [run["others"] for run in d["batched"] + d["single"]]
         decodes[name] = {
+            "bleu": round(bleu.corpus_score(d["outputs"], [test.references]).score, 2),
             "sentences_per_second": round(float(np.median(
                 [len(test.order) / run["seconds"] for run in d["batched"]])), 2),
             "batch1_latency_ms_p50": round(float(np.median(
@@ -341,8 +373,12 @@ def machine():
 
 
 def _fastest(engines, engine, decode, key):
-    """(figure, variant) of `engine`'s fastest variant by `key`."""
-    rows = [(e["decodes"][decode][key], e["variant"]) for e in engines if e["engine"] == engine]
+    """(figure, variant) of `engine`'s fastest variant by `key`, of those whose BLEU is within
+    MAX_BLEU_LOSS of its float32's."""
+    mine = [e for e in engines if e["engine"] == engine]
+    floor = next(e for e in mine if e["variant"] == "float32")["decodes"][decode]["bleu"]
+    rows = [(e["decodes"][decode][key], e["variant"]) for e in mine
+            if e["decodes"][decode]["bleu"] >= floor - MAX_BLEU_LOSS - 1e-9]
     return (max if key == "sentences_per_second" else min)(rows)
 
 
@@ -383,6 +419,8 @@ def table(result):
             rows.append(f"| {label}, {what} | " + " | ".join(cells) + " |")
     beam = result["decodes"]["beam"]
     rows.append("")
+    rows.append(f"Fastest: of an engine's variants whose BLEU is within {MAX_BLEU_LOSS} of its "
+                "float32's.")
     rows.append(f"Same output (float32): greedy {result['agreement']['greedy']} sentences (must "
                 f"be all); beam {result['agreement']['beam']} (length penalty "
                 f"{beam['length_penalty']}, tfnmt mode {beam['length_penalty_mode']}; "

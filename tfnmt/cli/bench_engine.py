@@ -9,9 +9,11 @@ other's. A process imports only its own engine: CTranslate2's never loads Tensor
 SPEC: {"engine": "tfnmt" | "ctranslate2", "variant": a tfnmt export's name or a CTranslate2
 compute type, "decodes": {name: the tfnmt SavedModel's path, or CTranslate2's beam_size and
 length_penalty}, "batches": [[line, ...], ...], "singles": [line, ...], and for
-CTranslate2 "model_dir", "source_spm", "target_spm", "threads", "max_input_length", each line's
+CTranslate2 "model_dir", "source_spm", "target_spm", "compute_type" (default: the variant),
+"threads" (intra_threads), "max_input_length", each line's
 "limits" (tfnmt's length limit, eos excluded) and "own_limits" (whether to decode each line with
-its own limit too)}.
+its own limit too), "parallel": batches in flight at once in the timed pass (1: one after
+another; N: submitted from N threads, CTranslate2's inter_threads)}.
 
 RESULT: {"pid", "engine", "variant", "decodes": {name: {"outputs": the batches' translations,
 "batched": [{"seconds", "others"}], "single": [{"latencies_ms", "others"}] (one timed pass each:
@@ -76,8 +78,9 @@ def _tfnmt_engine(path):
 def _ctranslate2_engine(spec, decode):
     import ctranslate2
     import sentencepiece as spm
-    model = ctranslate2.Translator(spec["model_dir"], device="cpu", compute_type=spec["variant"],
-                                   intra_threads=spec["threads"])
+    model = ctranslate2.Translator(spec["model_dir"], device="cpu",
+                                   compute_type=spec.get("compute_type", spec["variant"]),
+                                   intra_threads=spec["threads"], inter_threads=spec["parallel"])
     source = spm.SentencePieceProcessor(model_file=spec["source_spm"])
     target = spm.SentencePieceProcessor(model_file=spec["target_spm"])
     limits = spec["limits"]
@@ -108,15 +111,17 @@ def _own_limits(translate, lines, limits, batch):
     return [out[line] for line in lines]
 
 
-def measure(translate, batches, singles):
-    """The timings of one decode: a warm-up pass, then one timed pass over every batch in turn
-    and one over every single line, each with the machine's load over it."""
-    outputs = [t for lines in batches for t in translate(lines)]
-    for line in singles:
-        translate([line])
-    with MachineLoad() as load:
-        for lines in batches:
-            translate(lines)
+def measure(translate, batches, singles, parallel=1):
+    """The timings of one decode: a warm-up pass, then one timed pass over every batch (in turn,
+    or `parallel` at a time from as many threads) and one over every single line in turn, each
+    with the machine's load over it."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(parallel) as pool:
+        outputs = [t for out in pool.map(translate, batches) for t in out]
+        for line in singles:
+            translate([line])
+        with MachineLoad() as load:
+            list(pool.map(translate, batches))
     batched = {"seconds": round(load.seconds, 4), "others": load.others}
     latencies = []
     with MachineLoad() as load:
@@ -135,7 +140,8 @@ def run(spec):
             translate = _tfnmt_engine(decode)
         else:
             translate = _ctranslate2_engine(spec, decode)
-        decodes[name] = measure(translate, spec["batches"], spec["singles"])
+        decodes[name] = measure(translate, spec["batches"], spec["singles"],
+                                spec.get("parallel", 1))
         if spec["engine"] == "ctranslate2" and spec["own_limits"]:
             lines = [line for lines in spec["batches"] for line in lines]
             decodes[name]["own_limit_outputs"] = _own_limits(
