@@ -80,3 +80,36 @@ def test_the_command_sets_it_before_tensorflow_loads():
     done = subprocess.run([sys.executable, "-c", "import sys; " + code], capture_output=True,
                           text=True, timeout=120)
     assert "TENSORFLOW=False" in done.stdout, done.stdout + done.stderr
+
+
+# A child process that reports TensorFlow's threads per op as the process ends (0: TensorFlow's
+# default, one per core, or what TF_NUM_INTRAOP_THREADS says).
+_THREADS = ("import atexit; atexit.register(lambda: print('THREADS=%d' % __import__('tensorflow')"
+            ".config.threading.get_intra_op_parallelism_threads())); ")
+
+
+@pytest.mark.parametrize("variable", [None, "2"])
+@pytest.mark.parametrize("what, decodes", [
+    ("sys.argv = ['tfnmt', 'translate', '--model_dir=/nonexistent']", True),
+    ("sys.argv = ['tfnmt', 'serve', '--export_dir=/nonexistent']", True),
+    ("sys.argv = ['tfnmt', 'train', '--model_dir=/nonexistent/m', '--data=text:/nonexistent']",
+     False),
+    ("import tfnmt; tfnmt.Translator.from_model_dir('/nonexistent')", True),
+])
+def test_decoding_runs_one_thread_per_op_unless_the_user_set_threads(what, decodes, variable):
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "TF_NUM_INTRAOP_THREADS"}
+    if variable:
+        env["TF_NUM_INTRAOP_THREADS"] = variable
+    main = "from tfnmt.cli.main import run; run()" if what.startswith("sys.argv") else ""
+    done = subprocess.run([sys.executable, "-c", f"import sys; {_THREADS}{what}; {main}"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    threads = [line for line in done.stdout.splitlines() if line.startswith("THREADS=")]
+    assert threads == [f"THREADS={1 if decodes and not variable else 0}"], done.stderr[-2000:]
+
+
+def test_a_machine_with_many_cores_keeps_tensorflows_threads(monkeypatch):
+    import os
+    monkeypatch.delenv("TF_NUM_INTRAOP_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: runtime.SMALL_MACHINE_CORES + 1)
+    assert runtime.one_thread_per_op() is False

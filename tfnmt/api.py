@@ -42,6 +42,7 @@ def _quiet(method):
     def quiet(*args, **kwargs):
         _prepare_logging()
         with native_logs.filtered():
+            runtime.one_thread_per_op()  # the API decodes
             return method(*args, **kwargs)
     return quiet
 

@@ -7,6 +7,15 @@ zeroed pages for the next, so that a training step on a 2-core AVX2 machine spen
 CPU time in the kernel (page faults); its BFC allocator keeps a pool, with the same losses to
 every digit (docs/benchmarks.md, "The CPU allocator"). A user's own setting of a variable wins.
 
+Threads: the processes that decode (DECODING_VERBS and the Python API) run each op on one
+thread. A step of the search is hundreds of small ops, for which the hand-offs between an op's
+threads cost more than they save: with one thread per op (still as many ops at a time as cores)
+the same exports decoded 1.2-1.5x as fast on AVX2 and AVX-512 machines alike, batch 32 and
+batch 1, beam and greedy but for greedy batch 1 on AVX2 (5% slower; docs/benchmarks.md, "One
+thread per op"). That was measured on 2 cores; on more than SMALL_MACHINE_CORES, where one
+search step's few parallel ops would leave most cores idle, TensorFlow's default stays.
+Training's large products keep TensorFlow's default.
+
 bfloat16: a CPU with AVX512_BF16 or AMX computes bfloat16 products natively, faster than
 float32; without them TensorFlow converts each operand to float32 and back, slower than float32
 alone. `auto` (--precision, --decode_dtype) picks by that.
@@ -22,6 +31,10 @@ BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 AUTO = "auto"
 
+DECODING_VERBS = frozenset({"translate", "evaluate", "score", "serve", "distill"})
+INTRAOP_VARIABLE = "TF_NUM_INTRAOP_THREADS"
+SMALL_MACHINE_CORES = 4
+
 
 def configure(environ=None):
     """Sets each of DEFAULTS in `environ` (os.environ) that is not set yet."""
@@ -29,6 +42,20 @@ def configure(environ=None):
     for name, value in DEFAULTS.items():
         environ.setdefault(name, value)
     return environ
+
+
+def one_thread_per_op():
+    """Has TensorFlow run each op on one thread, unless the user set TF_NUM_INTRAOP_THREADS, the
+    machine has more than SMALL_MACHINE_CORES, or TensorFlow has started already (an in-process
+    call after others: its setting stays). Returns whether it did."""
+    if os.environ.get(INTRAOP_VARIABLE) or (os.cpu_count() or 1) > SMALL_MACHINE_CORES:
+        return False
+    import tensorflow as tf
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+    except RuntimeError:  # "cannot be modified after initialization"
+        return False
+    return True
 
 
 def cpuinfo_field(key, cpuinfo=None):

@@ -27,6 +27,25 @@ def exported(trained_model, tmp_path_factory):
     return base, os.path.join(base, "tiny", "1")
 
 
+def test_the_export_says_how_tf_serving_serves_it_as_tfnmt_would(trained_model, tmp_path,
+                                                                  caplog):
+    import logging
+
+    import tensorflow as tf
+
+    from tfnmt.cli.export import tf_serving_command
+    with caplog.at_level(logging.INFO):
+        assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
+                       "--export_name=t") == 0
+    base, version = tmp_path / "t", tf.__version__.split("-")[0]
+    expected = (f"docker run --rm -p 8501:8501 -v {base}:/models/t -e MODEL_NAME=t "
+                f"-e TF_CPU_ALLOCATOR_USE_BFC=true tensorflow/serving:{version} "
+                "--tensorflow_intra_op_parallelism=1")
+    assert f"(one thread per op: for up to 4 cores): {expected}" in caplog.text
+    assert tf_serving_command(str(base / "1"), "t", xla=True) == (
+        expected + " --xla_cpu_compilation_enabled=true")
+
+
 def test_layout_and_versions(trained_model, exported):
     base, path = exported
     assert os.path.isfile(os.path.join(path, "saved_model.pb"))

@@ -31,6 +31,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from tfnmt import runtime
 from tfnmt.cli import common
 from tfnmt.cli.flags import read, read_fields
 from tfnmt.cli.options import BenchOptions, TranslationOptions
@@ -65,6 +66,7 @@ def bench_translate(bench):
                               "export (--saved_model), not a served model")
         from tfnmt.cli import bench_ctranslate2
         return bench_ctranslate2.compare(bench, data, batch, source)
+    runtime.one_thread_per_op()  # as `translate` decodes
     config, translator = common.open_backend(source)
     spec = common.data_spec(data, config)
     sentences, _ = sources.references(spec, common.splits(data, spec)[2], bench.bench_sentences)
@@ -105,6 +107,7 @@ def _export_translators(path):
 
 
 def bench_decode(bench):
+    runtime.one_thread_per_op()  # as `translate` decodes
     data, batch = read(DataOptions), read(TranslationOptions).decode_batch_size
     paths = [p for p in read(ExportedModelOptions).saved_model.split(",") if p]
     if not paths:

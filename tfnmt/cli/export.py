@@ -2,6 +2,7 @@
 flatbuffer for phones (--format=tflite), or a CTranslate2 model (--format=ctranslate2)."""
 
 import dataclasses
+import os
 
 from absl import logging
 
@@ -67,7 +68,23 @@ def run():
     logging.info("exported %s (%s; length penalty %s)", path, ", ".join(
         f"{name}: {type(s).__name__} width {s.width}" for name, s in served.items()),
         decoding.length_penalty)
+    if export.format == "saved_model":
+        logging.info("to serve it with TF Serving (one thread per op: for up to %d cores): %s",
+                     runtime.SMALL_MACHINE_CORES,
+                     tf_serving_command(path, name, translator.options.xla_decoding))
     print(path)
+
+
+def tf_serving_command(path, name, xla):
+    """The `docker run` line serving the export at `path` (BASE/NAME/VERSION) as `tfnmt serve`
+    runs it (export/tf_serving/README.md): the BFC allocator, one thread per op, and XLA for an
+    export compiled with it."""
+    import tensorflow as tf
+    return " ".join([
+        f"docker run --rm -p 8501:8501 -v {os.path.dirname(os.path.abspath(path))}:/models/{name}",
+        f"-e MODEL_NAME={name} -e TF_CPU_ALLOCATOR_USE_BFC=true",
+        f"tensorflow/serving:{tf.__version__.split('-')[0]} --tensorflow_intra_op_parallelism=1",
+        *(["--xla_cpu_compilation_enabled=true"] if xla else [])])
 
 
 def _ctranslate2(where, export, decoding):
