@@ -23,6 +23,7 @@ setup(
         "tensorflow-datasets>=4.9.10,<4.10",
         "ai-edge-litert>=2.3,<2.4",  # the TFLite interpreter of --format=tflite exports
         SACREBLEU,
+        "sacremoses>=0.1,<0.3",  # the literature's Multi30k BLEU (evaluation/bleu.py)
         # cli/flags.py and cli/main.py read flagfiles and suggest verbs through absl internals.
         "absl-py>=2.1,<3",
         "sentencepiece>=0.2,<0.3",

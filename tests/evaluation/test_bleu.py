@@ -47,8 +47,29 @@ def test_unknown_or_missing_tokenizer_is_a_config_error(monkeypatch):
 def test_evaluate_prints_the_tokenizer_it_used_and_refuses_an_unknown_one(trained_model, capsys):
     assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=5",
                    "--bleu_tokenize=char") == 0
-    assert "tok:char" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "tok:char" in out and "as Multi30k papers report it (multi-bleu.perl -lc style" in out
     assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=5",
                    "--bleu_tokenize=mecab") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("tfnmt evaluate: error: --bleu_tokenize='mecab'")
+
+
+def test_the_literatures_bleu_tokenises_like_moses_and_lowercases():
+    import math
+    # Moses splits the final period and the comma, keeps umlauts and ß, and case is ignored:
+    # the same sentence, cased and detokenised otherwise, scores 100.
+    assert bleu.moses_lowercased_bleu(["Zwei Männer, die Fußball spielen."],
+                                      ["zwei männer , die fußball spielen ."], "de") == pytest.approx(100)
+    # By hand: "zwei männer spielen fußball im park ." (7 tokens) against
+    # "zwei männer spielen fußball auf dem rasen ." (8): n-gram matches 5/7, 3/6, 2/5, 1/4,
+    # brevity penalty exp(1 - 8/7).
+    hand = 100 * math.exp(1 - 8 / 7) * (5 / 7 * 3 / 6 * 2 / 5 * 1 / 4) ** 0.25
+    score = bleu.moses_lowercased_bleu(["zwei Männer spielen Fußball im Park."],
+                                       ["Zwei Männer spielen Fußball auf dem Rasen."], "de")
+    assert score == pytest.approx(hand, abs=1e-9) and round(score, 2) == 37.68
+    # sacreBLEU's cased score of the same pair differs: "zwei" is not "Zwei" there.
+    assert bleu.score(["zwei Männer spielen Fußball im Park."],
+                      ["Zwei Männer spielen Fußball auf dem Rasen."], target_lang="de")["bleu"] < score
+    # No smoothing, as multi-bleu.perl: no 4-gram in common is 0.
+    assert bleu.moses_lowercased_bleu(["ein Hund läuft."], ["Ein Hund rennt."], "de") == 0.0

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 import sacrebleu
 from sacrebleu.significance import PairedTest
@@ -52,6 +53,10 @@ def test_tiny_experiment_in_shares_interrupted_resumed_and_reported(experiment, 
     row = report["results"]["test"]["narrow"]
     assert row["runs"] == 2 and row["bleu_mean"] is not None and row["parameters"] > 0
     assert row["sentences_per_second_mean"] > 0 and row["target_tokens_per_second_mean"] > 0
+    # The literature's figure beside sacreBLEU's, the mean of the runs' own.
+    assert row["bleu_moses_lc_mean"] == pytest.approx(np.mean([
+        json.load(open(os.path.join(root, "narrow", f"seed{seed}", "scores.json")))
+        ["tests"]["test"]["bleu_moses_lc"] for seed in (1, 2)]))
     base_row = report["results"]["test"]["small"]
     assert base_row["decode_speedup"] == 1.0
     assert row["decode_speedup"] == pytest.approx(

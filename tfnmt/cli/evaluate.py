@@ -65,5 +65,7 @@ def _print(spec, split, result):
     print(f"{spec.source} {spec.source_lang}-{spec.target_lang} {split}: "
           f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}")
     print(f"  {result['bleu_detail']}")
+    print(f"  BLEU {result['bleu_moses_lc']:.2f} as Multi30k papers report it ({bleu.MOSES_LC_SIGNATURE}; "
+          "not comparable with sacreBLEU's)")
     print(f"  BLEU signature: {result['bleu_signature']}")
     print(f"  chrF signature: {result['chrf_signature']}")

@@ -181,8 +181,9 @@ def _results(root, spec, by_run, target_lang):
                     if split in by_run[(name, seed)][1].get("tests", {})]
             tests = [e["tests"][split] for _, (_, e) in done]
             row = {"runs": len(done), "seeds": [seed for seed, _ in done]}
-            for metric in ("bleu", "chrf", "sentences_per_second"):
-                row[f"{metric}_mean"], row[f"{metric}_std"] = _mean_std([t[metric] for t in tests])
+            for metric in ("bleu", "chrf", "bleu_moses_lc", "sentences_per_second"):
+                row[f"{metric}_mean"], row[f"{metric}_std"] = _mean_std(
+                    [t.get(metric) for t in tests])  # records before bleu_moses_lc lack it
             row["target_tokens_per_second_mean"], _ = _mean_std(
                 [e.get("target_tokens_per_second") for _, (_, e) in done])
             row["parameters"] = done[0][1][1]["parameters"] if done else None
@@ -355,7 +356,9 @@ def _split_section(report, split):
     signature = report["signatures"].get(split)
     if signature:
         lines += ["", f"BLEU signature: `{signature['bleu']}`  ",
-                  f"chrF signature: `{signature['chrf']}`"]
+                  f"chrF signature: `{signature['chrf']}`  ",
+                  f"BLEU as papers report it: {bleu.MOSES_LC_SIGNATURE} (not comparable "
+                  "with sacreBLEU's)"]
     lines += _seeds_table(report, blocks, split)
     rows = [(name + suffix, row) for suffix, block, _ in blocks for name, row in block.items()]
     lines += _length_table(rows)
@@ -365,9 +368,9 @@ def _split_section(report, split):
 
 def _systems_table(report, blocks):
     lines = ["| System | Parameters | BLEU (mean ± std) | chrF (mean ± std) | p BLEU (bs / ar) "
-             "| p chrF (bs / ar) | Train target tokens/s | Decode sentences/s | Decode speed-up "
-             "| Runs |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| p chrF (bs / ar) | BLEU as papers report it | Train target tokens/s "
+             "| Decode sentences/s | Decode speed-up | Runs |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for suffix, block, _ in blocks:
         for name, row in block.items():
             pooled = (row.get("significance") or {}).get("pooled")
@@ -380,7 +383,7 @@ def _systems_table(report, blocks):
                 f"| {name}{suffix} | {parameters} "
                 f"| {_number(row['bleu_mean'])} ± {_number(row['bleu_std'])} "
                 f"| {_number(row['chrf_mean'])} ± {_number(row['chrf_std'])} "
-                f"| {p_bleu} | {p_chrf} "
+                f"| {p_bleu} | {p_chrf} | {_number(row.get('bleu_moses_lc_mean'))} "
                 f"| {_number(row['target_tokens_per_second_mean'], 0)} "
                 f"| {_number(row['sentences_per_second_mean'], 1)} "
                 f"| {_number(row['decode_speedup'])}{'x' if row['decode_speedup'] else ''} "

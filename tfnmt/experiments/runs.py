@@ -273,6 +273,7 @@ def score(run, root, settings, record=None):
         write_lines(hypotheses_path(run, split), hypotheses)
         scores = bleu.score(hypotheses, references, **scoring)
         test = {"bleu": scores["bleu"], "chrf": scores["chrf"],
+                "bleu_moses_lc": scores["bleu_moses_lc"],
                 "bleu_signature": scores["bleu_signature"],
                 "chrf_signature": scores["chrf_signature"], "sentences": len(hypotheses),
                 "decode_seconds": seconds, "sentences_per_second": len(hypotheses) / seconds}
