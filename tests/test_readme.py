@@ -1,4 +1,4 @@
-"""The README's commands say what they do: a model translates text in its own source language."""
+"""The commands of the README and docs/commands.md say what they do: a model translates text in its own source language."""
 
 import os
 import re
@@ -7,10 +7,13 @@ from conftest import REPO
 
 
 def _commands():
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        text = f.read()
-    blocks = re.findall(r"^```\n(.*?)^```", text, flags=re.S | re.M)
-    return [line for block in blocks for line in block.splitlines() if line.startswith("tfnmt ")]
+    lines = []
+    for page in ("README.md", "docs/commands.md"):
+        with open(os.path.join(REPO, page), encoding="utf-8") as f:
+            blocks = re.findall(r"^```[a-z]*\n(.*?)^```", f.read(), flags=re.S | re.M)
+        lines += [line for block in blocks for line in block.splitlines()
+                  if line.startswith("tfnmt ")]
+    return lines
 
 
 def test_a_model_is_given_input_in_its_source_language():
