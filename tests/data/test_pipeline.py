@@ -57,6 +57,42 @@ def test_token_batches_respect_the_budget_and_pad_with_zero(tiny_vocab):
     assert total == 200
 
 
+def _row_lengths(features, labels):
+    """Each row's length as the budget counts it: its longer side, padding excluded."""
+    return np.maximum((features["source"].numpy() != 0).sum(1), (labels.numpy() != 0).sum(1))
+
+
+def test_a_sorted_window_is_cut_greedily_with_one_partial_batch(tiny_vocab):
+    """Pairs sorted by length fill each batch up to the budget: taken shortest first, every
+    batch but the window's last is full (one more pair of the next batch would not fit), where
+    length buckets left a partial batch per bucket."""
+    batches = list(pipeline.training_epoch(_pairs(), tiny_vocab, tiny_vocab, epoch=0, seed=1,
+                                           batch_tokens=64, max_source_length=10,
+                                           max_target_length=10))
+    rows = sorted((_row_lengths(f, l) for f, l in batches), key=lambda r: (r.max(), r.min()))
+    lengths = sorted(int(n) for r in rows for n in r)
+    expected, current = [], []
+    for n in lengths:  # the greedy cut, by hand
+        if current and (len(current) + 1) * n > 64:
+            expected.append(current)
+            current = []
+        current.append(n)
+    expected.append(current)
+    assert [sorted(r.tolist()) for r in rows] == expected
+    for batch, following in zip(rows, rows[1:]):
+        assert (len(batch) + 1) * min(following) > 64  # full: the next pair would not fit
+
+
+def test_sorted_batches_waste_less_than_length_buckets_did(tiny_vocab):
+    batches = list(pipeline.training_epoch(_pairs(), tiny_vocab, tiny_vocab, epoch=0, seed=1,
+                                           batch_tokens=64, max_source_length=10,
+                                           max_target_length=10))
+    padded = sum(f["source"].shape[0] * max(f["source"].shape[1], l.shape[1]) for f, l in batches)
+    real = sum(_row_lengths(f, l).sum() for f, l in batches)
+    # The 8 length buckets this replaced padded these 200 pairs to 1.09x their length; 1.02 now.
+    assert padded / real < 1.05, padded / real
+
+
 def test_epochs_are_reproducible_and_differ(tiny_vocab):
     def first_sources(epoch, seed):
         data = pipeline.training_epoch(_pairs(), tiny_vocab, tiny_vocab, epoch=epoch, seed=seed,

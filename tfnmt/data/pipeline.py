@@ -1,4 +1,4 @@
-"""tf.data transformations from string pairs to padded, bucketed training batches.
+"""tf.data transformations from string pairs to padded training batches of similar lengths.
 
 Each function returns a `dataset -> dataset` callable for `dataset.apply`, so pipelines read
 top to bottom. Element shapes are given in the docstrings.
@@ -52,24 +52,35 @@ def teacher_forcing():
     return lambda dataset: dataset.map(split, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def _length(features, labels):
-    return tf.maximum(tf.shape(features["source"])[0], tf.shape(labels)[0])
+# Pairs sorted by length together: a window leaves at most one partial batch.
+SORT_WINDOW = 10_000
 
 
-def bucket_by_tokens(batch_tokens, max_length, num_buckets=8):
-    """Batches pairs of similar length so that each batch holds about `batch_tokens` tokens.
+def token_batches(batch_tokens, window=SORT_WINDOW):
+    """Batches of about `batch_tokens` tokens, cut from windows of `window` pairs sorted by
+    length, as fairseq batches: each batch takes the next pairs of its window while (sentences x
+    longest side, padding included: the quantity that bounds memory) stays within the budget, so
+    pairs of similar length share a batch. A scheme of length buckets leaves one partial batch per
+    bucket and window, many small batches on a small corpus; this leaves one per window. Batches
+    are padded with 0 (pad) and come out shortest first: shuffle them."""
+    def cut(features, labels):
+        lengths = tf.maximum(features["source"].row_lengths(), labels.row_lengths())
+        order = tf.argsort(lengths, stable=True)
 
-    The token count of a batch is (sentences x longest side, padding included), the quantity that
-    bounds memory. Batches are padded with 0 (pad).
-    """
-    step = max(1, -(-max_length // num_buckets))
-    boundaries = list(range(step + 1, max_length + 2, step))
-    if not boundaries or boundaries[-1] < max_length + 2:
-        boundaries.append(max_length + 2)
-    batch_sizes = [max(1, batch_tokens // (b - 1)) for b in boundaries] + [max(1, batch_tokens // (max_length + 2))]
-    return lambda dataset: dataset.bucket_by_sequence_length(
-        _length, bucket_boundaries=boundaries, bucket_batch_sizes=batch_sizes,
-        pad_to_bucket_boundary=False, drop_remainder=False)
+        def fill(state, length):  # state: (batch index, its sentences); lengths ascending
+            batch, count = state
+            fits = (count == 0) | ((count + 1) * length <= batch_tokens)
+            return tf.where(fits, batch, batch + 1), tf.where(fits, count + 1, 1)
+        batch_of, _ = tf.scan(fill, tf.gather(lengths, order),
+                              initializer=(tf.constant(0, tf.int64), tf.constant(0, tf.int64)))
+        starts = tf.concat([[0], tf.where(batch_of[1:] != batch_of[:-1])[:, 0] + 1], 0)
+        ends = tf.concat([starts[1:], tf.shape(order, out_type=tf.int64)], 0)
+        features = {name: tf.gather(value, order) for name, value in features.items()}
+        labels = tf.gather(labels, order)
+        return tf.data.Dataset.from_tensor_slices((starts, ends)).map(
+            lambda a, b: ({name: value[a:b].to_tensor() for name, value in features.items()},
+                          labels[a:b].to_tensor()))
+    return lambda dataset: dataset.ragged_batch(window).flat_map(cut)
 
 
 def batch_sentences(batch_size):
@@ -105,8 +116,8 @@ def _epoch(pairs, source_vocab, target_vocab, *, epoch, seed, batch_tokens=0, ba
                .apply(filter_length(max_source_length, max_target_length))
                .apply(teacher_forcing()))
     if batch_tokens:
-        dataset = dataset.apply(bucket_by_tokens(batch_tokens, max(max_source_length + 1, max_target_length + 1)))
-        # Bucketing emits batches in an order that depends on lengths; shuffle the batches too.
+        dataset = dataset.apply(token_batches(batch_tokens))
+        # Sorted windows emit their batches shortest first; shuffle the batches too.
         dataset = dataset.shuffle(64, seed=seed + epoch, reshuffle_each_iteration=False)
     else:
         dataset = dataset.apply(batch_sentences(batch_size))
@@ -199,7 +210,7 @@ def evaluation_batches(pairs, source_vocab, target_vocab, *, batch_tokens=0, bat
                .apply(filter_length(max_source_length, max_target_length))
                .apply(teacher_forcing()))
     if batch_tokens:
-        dataset = dataset.apply(bucket_by_tokens(batch_tokens, max(max_source_length + 1, max_target_length + 1)))
+        dataset = dataset.apply(token_batches(batch_tokens))
     else:
         dataset = dataset.apply(batch_sentences(batch_size))
     return dataset.prefetch(tf.data.AUTOTUNE)
