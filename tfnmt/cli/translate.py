@@ -29,7 +29,7 @@ from absl import logging
 from tfnmt.cli import common, console
 from tfnmt.cli.flags import given, read, read_fields
 from tfnmt.cli.options import TranslationOptions
-from tfnmt.data.text_files import decode_lines, read_lines
+from tfnmt.data.text_files import decode_lines, read_lines, require_file
 from tfnmt.decoding import alignments
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import STREAM_WINDOW_BATCHES, OrderedWriter, n_best_lines
@@ -87,6 +87,10 @@ def check(t, wanted, answering=False):
     (`wanted`), before anything is loaded; `answering`: interactive."""
     if t.output != "-":
         common.check_output_file(t.output)
+    # A missing file is refused before a model takes seconds to load (stdin is read after).
+    for path, role in ((t.input, "input"), (t.target_prefix, "target prefix")):
+        if path and path != "-":
+            require_file(path, role)
     if t.target_prefix and (wanted["n_best"] > 1 or wanted["alignments"] != "none"):
         raise ConfigError("--target_prefix: of the best translation only; not with --n_best or "
                           "--alignments")
@@ -108,16 +112,15 @@ def run():
               else read_fields(DecodingOptions, ("n_best", "alignments")))
     answering = interactive(t)
     check(t, wanted, answering)
+    _, translator = common.open_translator(source)
     if answering:
-        return _answer(t, wanted, common.open_translator(source)[1])
-    # The files first: a missing one is refused before a model takes seconds to load.
+        return _answer(t, wanted, translator)
     lines, problems = _read_input(t)
     for problem in problems:
         logging.warning("%s; translating it with U+FFFD in place of the bad bytes", problem)
     for number, line in enumerate(lines, start=1):
         _say_if_empty(t, number, line)
-    prefixes = _read_prefixes(t, len(lines))
-    _write(t, wanted, common.open_translator(source)[1], lines, prefixes)
+    _write(t, wanted, translator, lines, _read_prefixes(t, len(lines)))
 
 
 def _say_if_empty(t, number, line):

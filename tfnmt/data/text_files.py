@@ -40,10 +40,15 @@ def decode_lines(raw, name, replace_invalid=False):
     return lines, problems
 
 
-def read_lines(path, *, role="input", replace_invalid=False):
-    """`decode_lines` of a file, with a clear error if it cannot be read."""
+def require_file(path, role="input"):
+    """A DataError unless `path` is a file (before slow work that would need it)."""
     if not os.path.isfile(path):
         raise DataError(f"{role} file not found: {path}")
+
+
+def read_lines(path, *, role="input", replace_invalid=False):
+    """`decode_lines` of a file, with a clear error if it cannot be read."""
+    require_file(path, role)
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -106,8 +111,7 @@ def corpus_shards(directory, source_name, target_name):
 
 
 def _open_binary(path, role):
-    if not os.path.isfile(path):
-        raise DataError(f"{role} file not found: {path}")
+    require_file(path, role)
     try:
         return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
     except OSError as e:

@@ -18,7 +18,7 @@ DECODE_BATCH_SIZE = 32
 _RENAMED = {"max_source_length": "max_input_length", "penalty_mode": "length_penalty_mode"}
 # Fields added since the first exports, with what an export made before decoded with where
 # that differs from today's default: such a graph has no minimum length.
-_ADDED = {"min_decode_length": 0}
+_ADDED = {"min_decode_length": 0, "shortlist": 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +64,12 @@ class DecodingOptions:
     decode_dtype: str = option(
         "float32", "bfloat16: faster on AVX512-BF16/AMX CPUs, not recurrent models; auto: "
         "bfloat16 where both hold.", choices=DECODE_DTYPES)
+    shortlist: int = option(
+        0, "Limit each batch's output layer to the N target pieces likeliest for each of its "
+        "source pieces (from the training pairs' co-occurrences, kept in the model directory), "
+        "the 100 most frequent, and each source piece itself (0 = the whole vocabulary; at "
+        "most 200). Plain tied-output models (transformer); not with --xla_decoding.",
+        bounds="[0, 200]")
     sampling: bool = option(False, "Sample each token from the model's distribution instead "
                             "of beam search (autoregressive models; back-translation).")
     sampling_topk: int = option(0, "With --sampling: sample among the k most likely tokens "
@@ -84,7 +90,7 @@ class DecodingOptions:
             raise ConfigError("--alignments: not with --sampling (the beam search carries them)")
         if self.xla_decoding:
             asked = [f"--{name}" for name, off in (("alignments", "none"), ("sampling", False),
-                                                   ("no_repeat_ngram_size", 0))
+                                                   ("no_repeat_ngram_size", 0), ("shortlist", 0))
                      if getattr(self, name) != off]
             if asked:
                 raise ConfigError(f"--xla_decoding: not with {' or '.join(asked)} (the compiled "

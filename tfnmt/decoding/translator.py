@@ -12,7 +12,7 @@ from absl import logging
 
 from tfnmt import runtime
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from tfnmt.decoding import chunking, precision, searches
+from tfnmt.decoding import chunking, precision, searches, shortlist
 from tfnmt.decoding.alignments import aligned
 from tfnmt.decoding.backend import Backend
 from tfnmt.decoding.beam_search import length_penalty, log_probs_of
@@ -39,7 +39,9 @@ class Translator(tf.Module, Backend):
     type (decoding/precision.py), made once: later changes to the model's weights are not seen.
     """
 
-    def __init__(self, model, source_vocab, target_vocab, options=DecodingOptions()):
+    def __init__(self, model, source_vocab, target_vocab, options=DecodingOptions(),
+                 shortlist_table=None):
+        """`shortlist_table`: decoding/shortlist.py's table, which --shortlist needs."""
         super().__init__(name="translator")
         self.source_vocab, self.target_vocab = source_vocab, target_vocab
         self.source_tokenizer = source_vocab.tokenizer()
@@ -57,6 +59,16 @@ class Translator(tf.Module, Backend):
         # The options say what was decoded with: `auto` becomes the dtype it chose.
         self.model, dtype = precision.decoding_model(model, options.decode_dtype)
         self.options = dataclasses.replace(options, decode_dtype=dtype)
+        self._shortlist_table, self._unshortlisted = shortlist_table, self.model
+        if options.shortlist:
+            if not model.autoregressive:
+                raise ConfigError("--shortlist: not for a CTC model (it labels every position "
+                                  "at once, over the whole vocabulary)")
+            if shortlist_table is None:
+                raise ConfigError("--shortlist: a model directory's training pairs make its "
+                                  "table; this model has none")
+            self.model = shortlist.Shortlisted(
+                self.model, shortlist.limit(shortlist_table, options.shortlist))
 
     @property
     def beam_size(self):
@@ -66,8 +78,9 @@ class Translator(tf.Module, Backend):
         """The same model and vocabularies decoded with other `options` (DecodingOptions);
         in the same `decode_dtype`, the same copy of the model."""
         same = options.decode_dtype in (self.options.decode_dtype, runtime.AUTO)
-        sibling = Translator(self.model if same else self._given_model, self.source_vocab,
-                             self.target_vocab, options)
+        given = self._unshortlisted if same else self._given_model
+        sibling = Translator(given, self.source_vocab, self.target_vocab, options,
+                             self._shortlist_table)
         sibling._given_model = self._given_model
         return sibling
 
@@ -342,7 +355,12 @@ class Translator(tf.Module, Backend):
         if getattr(searcher, "compiled", False):
             return searcher.encode_and_search(self.model, source, lengths, n_best, prefix=prefix)
         memory = self.model.encode(source, training=False)
-        return searcher(self.model, memory, lengths, n_best, prefix=prefix)
+        if not self.options.shortlist or prefix is not None:
+            return searcher(self.model, memory, lengths, n_best, prefix=prefix)
+        ids = self.model.candidates(source)
+        found, scores = searcher(self.model, shortlist.with_candidates(memory, ids), lengths,
+                                 n_best)
+        return shortlist.to_ids(found, ids), scores
 
 
 # The smallest batch searched in halves. Two halves, not more: Transformer-small at beam 5, 32

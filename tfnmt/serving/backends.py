@@ -29,8 +29,11 @@ def from_checkpoint(model_dir, checkpoint="", options=DecodingOptions()):
     members = [_restored(path, which) for path, which in _paired(model_dir, checkpoint)]
     first = members[0]
     if len(members) == 1:
+        table = _shortlist_table(first) if options.shortlist else None
         return first.config, Translator(first.model, first.source_vocab, first.target_vocab,
-                                        options)
+                                        options, table)
+    if options.shortlist:
+        raise ConfigError("--shortlist: not for an ensemble (its members' output layers differ)")
     for other in members[1:]:
         if (other.source_vocab.proto, other.target_vocab.proto) != (
                 first.source_vocab.proto, first.target_vocab.proto):
@@ -57,6 +60,21 @@ def _paired(model_dirs, checkpoints):
         raise ConfigError(f"--checkpoint: {len(checkpoints)} checkpoints for {len(model_dirs)} "
                           "model directories; give one for all or one for each")
     return [(path, which or "") for path, which in zip(model_dirs, checkpoints)]
+
+
+def _shortlist_table(member):
+    """The vocabulary shortlist's table of a model (decoding/shortlist.py), from its training
+    data as recorded in its config, kept in its model directory."""
+    from tfnmt.data import sources
+    from tfnmt.decoding import shortlist
+    recorded = member.config.get("data") or {}
+    if not recorded.get("data"):
+        raise ConfigError("--shortlist: the model's config records no training data to build "
+                          "the table from")
+    spec = sources.DataSpec(recorded["data"], recorded["source_lang"], recorded["target_lang"])
+    model_dir = member.record["model_dir"]
+    return shortlist.from_data(spec, sources.default_splits(spec)[0], member.source_vocab,
+                               member.target_vocab, os.path.join(model_dir, shortlist.CACHE_FILE))
 
 
 class _Member(NamedTuple):
