@@ -148,11 +148,12 @@ def test_an_incoherent_measurement_fails_the_bench(monkeypatch, capsys):
 def test_the_bfloat16_variant_is_measured_where_the_cpu_has_bfloat16_products():
     names = [name for name, _ in compare.native_variants(["avx2", "avx512f"])]
     assert names == ["float32", "float32 xla", "float32 intra-op 1", "float32 xla intra-op 1",
-                     "float32 intra-op 1, parallel batches"]
+                     "float32 intra-op 1, parallel batches", "float32 intra-op 1, shortlist"]
     names = [name for name, _ in compare.native_variants(["avx512f", "avx512_bf16"])]
     assert names == ["float32", "float32 xla", "bfloat16", "float32 intra-op 1",
                      "float32 xla intra-op 1", "bfloat16 intra-op 1",
-                     "float32 intra-op 1, parallel batches", "bfloat16 intra-op 1, parallel batches"]
+                     "float32 intra-op 1, parallel batches", "bfloat16 intra-op 1, parallel batches",
+                     "float32 intra-op 1, shortlist", "bfloat16 intra-op 1, shortlist"]
     assert "bfloat16" in [name for name, _ in compare.native_variants(["amx_bf16"])]
 
 
@@ -174,7 +175,7 @@ def test_an_engine_process_starts_with_its_variants_environment(monkeypatch, tmp
     for variant in variants:
         compare._run_engine({"engine": "tfnmt", "variant": variant,
                              "env": compare.VARIANT_ENV.get(variant, {})}, str(tmp_path))
-    assert started == [None, None, None, "1", "1", "1", "1", "1"]
+    assert started == [None, None, None, "1", "1", "1", "1", "1", "1", "1"]
 
 
 def test_a_saved_model_stands_for_its_own_variant_only():

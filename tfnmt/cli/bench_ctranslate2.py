@@ -88,6 +88,20 @@ def _checkpoint_weights(source):
     return (config, translator.model, *load_vocabs(model_dir), translator.options)
 
 
+def _shortlist_table(source, config, source_vocab, target_vocab):
+    """The shortlist variants' table, or None where there is none to make (an export's is in
+    its graph; an untied output layer has no matrix to cut; no training data at hand)."""
+    from tfnmt.errors import UserError
+    from tfnmt.serving import backends
+    if source.export.saved_model or not config["hparams"].get("tie_output", True):
+        return None
+    try:
+        return backends.shortlist_table(source.where.model_dir, config, source_vocab,
+                                        target_vocab)
+    except UserError:
+        return None
+
+
 def _tfnmt_limit(options, pieces):
     """tfnmt's length limit (eos included) for a source of `pieces` pieces (beam_search.py)."""
     length = min(pieces, options.max_input_length)
@@ -112,6 +126,7 @@ def compare(bench, data, batch, source):
     saved = source.export.saved_model
     config, model, source_vocab, target_vocab, options = (
         _saved_model_weights(saved) if saved else _checkpoint_weights(source))
+    lists = _shortlist_table(source, config, source_vocab, target_vocab)
     options = dataclasses.replace(options, n_best=1, alignments="none", sampling=False)
     decodes = {"beam": options,
                "greedy": dataclasses.replace(options, beam_size=1, length_penalty=0.0)}
@@ -119,7 +134,7 @@ def compare(bench, data, batch, source):
     bleu = bleu_lib.metric(target_lang=data.target_lang)
     here = machine()
     with tempfile.TemporaryDirectory() as tmp:
-        specs = _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab,
+        specs = _specs(ctranslate2, tmp, saved, config, model, (source_vocab, target_vocab, lists),
                        decodes, test, here["instructions"])
         engines = _interleaved(specs, tmp)
     result = {"bench": "translate", "compare": "ctranslate2", "model": config["model"],
@@ -138,6 +153,8 @@ def compare(bench, data, batch, source):
 
 
 CORES = os.cpu_count() or 1
+# The shortlist variants' --shortlist (from a checkpoint only: an export's table is in its graph).
+SHORTLIST = 20
 PARALLEL = ", parallel batches"
 # tfnmt's exports: (name, the decoding options that make it).
 TFNMT_VARIANTS = (("float32", {}), ("float32 xla", {"xla_decoding": True}),
@@ -145,7 +162,10 @@ TFNMT_VARIANTS = (("float32", {}), ("float32 xla", {"xla_decoding": True}),
                   ("float32 intra-op 1", {}), ("float32 xla intra-op 1", {"xla_decoding": True}),
                   ("bfloat16 intra-op 1", {"decode_dtype": "bfloat16"}),
                   ("float32 intra-op 1" + PARALLEL, {}),
-                  ("bfloat16 intra-op 1" + PARALLEL, {"decode_dtype": "bfloat16"}))
+                  ("bfloat16 intra-op 1" + PARALLEL, {"decode_dtype": "bfloat16"}),
+                  ("float32 intra-op 1, shortlist", {"shortlist": SHORTLIST}),
+                  ("bfloat16 intra-op 1, shortlist", {"decode_dtype": "bfloat16",
+                                                      "shortlist": SHORTLIST}))
 # A variant's process environment beside the default: TensorFlow's runtime settings. One
 # thread per op, two ops at a time (inter-op, TensorFlow's default on two cores), was 1.35x
 # as fast at beam 5, batch 32 as TensorFlow's default on the 2-core machine
@@ -153,7 +173,7 @@ TFNMT_VARIANTS = (("float32", {}), ("float32 xla", {"xla_decoding": True}),
 ONE_THREAD_PER_OP = {"TF_NUM_INTRAOP_THREADS": "1"}
 VARIANT_ENV = {name: ONE_THREAD_PER_OP for name, _ in TFNMT_VARIANTS if "intra-op 1" in name}
 # What a variant does not name is as in the default export.
-_VARIANT_DEFAULTS = {"xla_decoding": False, "decode_dtype": "float32"}
+_VARIANT_DEFAULTS = {"xla_decoding": False, "decode_dtype": "float32", "shortlist": 0}
 # Rounds, each a timed pass per engine and decode; the figures are their medians.
 REPEATS = 3
 # Above this share of the machine used by other processes during any timed pass, no ratio is
@@ -192,12 +212,13 @@ def _test_batches(bench, data, config, source_vocab, batch):
                  [t for _, t in pairs])
 
 
-def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, decodes, test,
-           instructions):
+def _specs(ctranslate2, tmp, saved, config, model, vocabularies, decodes, test, instructions):
     """What each engine process is given: tfnmt's SavedModels of each of TFNMT_VARIANTS the CPU
-    runs natively (a --saved_model is the beam decode of the variant it was exported as), and
+    runs natively (a --saved_model is the beam decode of the variant it was exported as; the
+    shortlist variants where `vocabularies` (source, target, shortlist table) has a table), and
     the model converted to CTranslate2 once, for each compute type the CPU has, float32
     first."""
+    source_vocab, target_vocab, table = vocabularies
     from tfnmt.decoding.translator import Translator
     from tfnmt.exporters import ctranslate2 as ct2_export
     from tfnmt.exporters import saved_model
@@ -205,13 +226,17 @@ def _specs(ctranslate2, tmp, saved, config, model, source_vocab, target_vocab, d
     specs = []
     exported = {}  # (decode, its options) -> the export's path: variants may share one
     for variant, changes in native_variants(instructions):
+        if changes.get("shortlist") and table is None:
+            continue
         wanted = {name: variant_options(o, changes) for name, o in decodes.items()}
         for name, o in wanted.items():
             if (name, o) not in exported:
                 exported[name, o] = (
                     saved if saved and name == "beam" and o == decodes["beam"] else
-                    saved_model.export(Translator(model, source_vocab, target_vocab, o), tmp,
-                                       f"{name}-{variant}".replace(" ", "-"), 1, config))
+                    saved_model.export(Translator(model, source_vocab, target_vocab, o,
+                                                  table if o.shortlist else None), tmp,
+                                       f"{name}-{variant}".replace(" ", "-").replace(",", ""),
+                                       1, config))
         specs.append(dict(common_spec, engine="tfnmt", variant=variant,
                           env=VARIANT_ENV.get(variant, {}),
                           parallel=CORES if variant.endswith(PARALLEL) else 1,

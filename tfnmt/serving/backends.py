@@ -63,18 +63,22 @@ def _paired(model_dirs, checkpoints):
 
 
 def _shortlist_table(member):
+    return shortlist_table(member.record["model_dir"], member.config, member.source_vocab,
+                           member.target_vocab)
+
+
+def shortlist_table(model_dir, config, source_vocab, target_vocab):
     """The vocabulary shortlist's table of a model (decoding/shortlist.py), from its training
-    data as recorded in its config, kept in its model directory."""
+    data as its config records it, kept in its model directory."""
     from tfnmt.data import sources
     from tfnmt.decoding import shortlist
-    recorded = member.config.get("data") or {}
+    recorded = config.get("data") or {}
     if not recorded.get("data"):
         raise ConfigError("--shortlist: the model's config records no training data to build "
                           "the table from")
     spec = sources.DataSpec(recorded["data"], recorded["source_lang"], recorded["target_lang"])
-    model_dir = member.record["model_dir"]
-    return shortlist.from_data(spec, sources.default_splits(spec)[0], member.source_vocab,
-                               member.target_vocab, os.path.join(model_dir, shortlist.CACHE_FILE))
+    return shortlist.from_data(spec, sources.default_splits(spec)[0], source_vocab,
+                               target_vocab, os.path.join(model_dir, shortlist.CACHE_FILE))
 
 
 class _Member(NamedTuple):
