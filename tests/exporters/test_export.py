@@ -273,22 +273,23 @@ def test_a_tflite_export_refuses_n_best(trained_model, tmp_path, capsys):
 
 
 def test_min_decode_length_leaves_no_translation_empty(trained_model, corpus, tmp_path, capsys):
-    """The tiny model's beam translates some test sentences into nothing; with the default
-    --min_decode_length none, and the export agrees."""
+    """The tiny model's wide beam without a length penalty (which favours short hypotheses)
+    translates some test sentences into nothing; with the default --min_decode_length none, and
+    the export agrees."""
     source = os.path.join(corpus, "test.en")
 
     def translate(*flags):
         assert run_cli("translate", *flags, f"--input={source}") == 0
         out, err = capsys.readouterr()
         return out.splitlines(), err
-    lines, err = translate(f"--model_dir={trained_model}", "--beam_size=5",
-                           "--min_decode_length=0")
+    beam = ["--beam_size=16", "--length_penalty=0"]
+    lines, err = translate(f"--model_dir={trained_model}", *beam, "--min_decode_length=0")
     empty = sum(not line for line in lines)
     assert len(lines) == 30 and empty > 0
     assert f"{empty} of 30 translations are empty where the source is not" in err
-    lines, err = translate(f"--model_dir={trained_model}", "--beam_size=5")
+    lines, err = translate(f"--model_dir={trained_model}", *beam)
     assert all(lines) and "translations are empty" not in err
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
-                   "--beam_size=5", "--export_name=m") == 0
+                   *beam, "--export_name=m") == 0
     capsys.readouterr()
     assert translate(f"--saved_model={tmp_path / 'm' / '1'}")[0] == lines
