@@ -104,6 +104,23 @@ def test_the_callers_stderr_is_its_own_between_and_after_calls(checkpoint, capfd
     assert capfd.readouterr().err == line.decode() * 3
 
 
+def test_tensorflows_retracing_warning_does_not_reach_the_caller(checkpoint, capfd):
+    # Each Translator traces its own functions; TensorFlow counts the traces of one Python
+    # function across instances and warns (it did once the suite had made enough of them).
+    import logging
+
+    def warn(*_):
+        logging.getLogger("tensorflow").warning(
+            "5 out of the last 5 calls to <function Translator.translate> triggered tf.function "
+            "retracing.")
+        return []
+    checkpoint.score([], [])  # the API prepares its logging
+    logging.getLogger("tensorflow").warning("something else")
+    warn()
+    err = capfd.readouterr().err
+    assert "something else" in err and "retracing" not in err
+
+
 def test_translations_are_typed_in_order_with_their_pieces(checkpoint):
     out = checkpoint.translate(SOURCES, n_best=1, batch_size=4)
     assert [type(t) for t in out] == [Translation] * len(SOURCES)

@@ -47,6 +47,14 @@ def _quiet(method):
     return quiet
 
 
+class _NoRetracingWarning(logging.Filter):
+    """TensorFlow warns when a function was traced several times in its last calls; each
+    Translator traces its own functions, which is no mistake of the caller's to be told of."""
+
+    def filter(self, record):
+        return "triggered tf.function retracing" not in record.getMessage()
+
+
 def _prepare_logging():
     # Before TensorFlow's first import: its C++ logging reads the level once. A user's own
     # setting of it, or of Python's logging levels, is left alone.
@@ -56,6 +64,9 @@ def _prepare_logging():
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.WARNING)
+    tensorflow = logging.getLogger("tensorflow")
+    if not any(isinstance(f, _NoRetracingWarning) for f in tensorflow.filters):
+        tensorflow.addFilter(_NoRetracingWarning())
 
 
 def _decoding_options(function, decoding):

@@ -34,10 +34,8 @@ class DecodingOptions:
     max_length_offset: int = option(10, "See --max_length_ratio.", bounds=">= 0")
     max_decode_length: int = option(256, "Hard cap on generated tokens.", bounds=">= 1")
     min_decode_length: int = option(
-        1, "Generate at least this many tokens before eos (1: no empty translation of a "
-        "non-empty source; 0: none), within the length limit. Autoregressive models: a CTC "
-        "model's labels are chosen all at once, so it takes no more than 1 and may still give "
-        "an empty line.", bounds=">= 0")
+        1, "Generate at least this many tokens before eos (1: no empty translation; 0: none), "
+        "within the length limit; a CTC model takes at most 1.", bounds=">= 0")
     max_input_length: int = option(1024, "Source subwords beyond this are cut, with a warning.",
                                    bounds=">= 1")
     long_input: str = option(
@@ -56,19 +54,15 @@ class DecodingOptions:
         "export: hard or soft adds the `alignments` signature. Beam search (also at "
         "--beam_size=1); models that attend.", choices=ALIGNMENTS)
     xla_decoding: bool = option(
-        False, "Compile the encoder and the beam or greedy search with XLA, every shape fixed "
-        "per batch (docs/decoding.md): several times faster per step, about a second to "
-        "compile each new (batch size, source width in multiples of 8). Autoregressive models; "
-        "not with --alignments, --no_repeat_ngram_size or --sampling. TF Serving needs "
+        False, "Compile the encoder and the search with XLA, every shape fixed per batch "
+        "(docs/decoding.md): faster per step, a second to compile each new shape. Not with "
+        "--alignments, --no_repeat_ngram_size, --sampling or --shortlist; TF Serving needs "
         "--xla_cpu_compilation_enabled=true for such an export.")
     decode_dtype: str = option(
         "float32", "bfloat16: faster on AVX512-BF16/AMX CPUs, not recurrent models; auto: "
         "bfloat16 where both hold.", choices=DECODE_DTYPES)
     shortlist: int = option(
-        0, "Limit each batch's output layer to the N target pieces likeliest for each of its "
-        "source pieces (from the training pairs' co-occurrences, kept in the model directory), "
-        "the 100 most frequent, and each source piece itself (0 = the whole vocabulary; at "
-        "most 200). Plain tied-output models (transformer); not with --xla_decoding.",
+        0, "Search over each source piece's N likeliest target pieces only (0: all).",
         bounds="[0, 200]")
     sampling: bool = option(False, "Sample each token from the model's distribution instead "
                             "of beam search (autoregressive models; back-translation).")
