@@ -88,6 +88,7 @@ _THREADS = ("import atexit; atexit.register(lambda: print('THREADS=%d' % __impor
             ".config.threading.get_intra_op_parallelism_threads())); ")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variable", [None, "2"])
 @pytest.mark.parametrize("what, decodes", [
     ("sys.argv = ['tfnmt', 'translate', '--model_dir=/nonexistent']", True),
@@ -113,3 +114,24 @@ def test_a_machine_with_many_cores_keeps_tensorflows_threads(monkeypatch):
     monkeypatch.delenv("TF_NUM_INTRAOP_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: runtime.SMALL_MACHINE_CORES + 1)
     assert runtime.one_thread_per_op() is False
+
+
+def test_return_freed_memory_hands_a_freed_heap_back_to_the_os():
+    # 200 MB of heap blocks freed under one block that stays: glibc keeps the pages (its heap
+    # cannot shrink below a block in use) until malloc_trim.
+    script = """
+import sys
+from tfnmt import runtime
+def rss():
+    return int([l for l in open("/proc/self/status") if l.startswith("VmRSS")][0].split()[1]) // 1024
+blocks = [bytes(4000) for _ in range(50_000)]
+pin = bytes(4000)
+del blocks
+before = rss()
+assert runtime.return_freed_memory()
+print(before, rss())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout
+    before, after = map(int, out.split())
+    assert before - after > 150, (before, after)

@@ -21,6 +21,8 @@ float32; without them TensorFlow converts each operand to float32 and back, slow
 alone. `auto` (--precision, --decode_dtype) picks by that.
 """
 
+import ctypes
+import gc
 import os
 
 # Environment variables every tfnmt process sets where the user did not (values: strings).
@@ -55,6 +57,19 @@ def one_thread_per_op():
         tf.config.threading.set_intra_op_parallelism_threads(1)
     except RuntimeError:  # "cannot be modified after initialization"
         return False
+    return True
+
+
+def return_freed_memory():
+    """Hands the free pages of the C heap back to the OS (glibc's malloc_trim) once a large
+    object, such as a served model version, is no longer referenced: glibc keeps what its threads
+    free, and a server grew at every reload without this (docs/benchmarks.md, "Memory under each
+    CPU allocator"). Returns whether the C library has it (glibc does)."""
+    gc.collect()
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is None:
+        return False
+    trim(0)
     return True
 
 

@@ -18,8 +18,8 @@
                      requests/s and latency percentiles. With --export_dir and --served_model it
                      starts `tfnmt serve` twice (batching on, then off); with --server it loads that
                      server. Sentences: --input, else the model's test split.
-  --bench=soak       the memory of one `tfnmt serve` under that load for --bench_seconds, with a
-                     model reload halfway (cli/bench_soak.py)
+  --bench=soak       the memory of one `tfnmt serve` under that load for --bench_seconds, with
+                     --bench_reloads model reloads (cli/bench_soak.py)
   --bench=data       the training input pipeline alone (cli/bench_data.py): time to the first
                      batch, an epoch's target tokens/s, resume time, peak memory
 """

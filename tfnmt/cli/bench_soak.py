@@ -2,13 +2,15 @@
 
 One server is started on a temporary base directory where the newest export of --served_model is
 linked as version 1 (the export directory itself is not touched). --bench_clients clients send
-it the sentences back to back for --bench_seconds; halfway, the same export is linked as version
-2, so the server loads it and unloads version 1 while it answers, as a deployment's model update
-does. The server's resident memory (VmRSS of it and its children, /proc) is sampled all along.
-Reported: the load's counts and latencies, the memory at 1/6 of the time (after warm-up), 1/2 and
-the end, its peak (VmHWM), the growth from the 1/6 sample to the end, and whether that is at most
-MAX_GROWTH (`rss_flat`). The allocator is the environment's (tfnmt sets TF_CPU_ALLOCATOR_USE_BFC
-unless it is set), so `TF_CPU_ALLOCATOR_USE_BFC=false tfnmt bench --bench=soak ...` measures the
+it the sentences back to back for --bench_seconds; --bench_reloads times, evenly spread, the same
+export is linked as the next version, so the server loads it and unloads the one before while it
+answers, as a deployment's model update does. The server's resident memory (VmRSS of it and its
+children, /proc) is sampled all along. Reported: the load's counts and latencies, the memory at
+1/6 of the time (after warm-up), 1/2 and the end, just before each reload and at the end
+(`rss_mb_per_version`; a reload the load's end cuts short is not counted), its peak (VmHWM),
+the growth from the 1/6 sample to the end, and whether that is at most MAX_GROWTH
+(`rss_flat`). The allocator is the environment's (tfnmt sets TF_CPU_ALLOCATOR_USE_BFC unless it
+is set), so `TF_CPU_ALLOCATOR_USE_BFC=false tfnmt bench --bench=soak ...` measures the
 other one.
 """
 
@@ -77,8 +79,8 @@ def soak(bench, client_options, export_path, sentences, serve_flags):
                                    timeout=client_options.server_timeout)
             for sentence in sentences[:4]:
                 client.predict([sentence])
-            result, samples, reload = _load(bench, client, load_test, sentences,
-                                            process.pid, base, export_path)
+            result, samples, reloads = _load(bench, client, load_test, sentences,
+                                             process.pid, base, export_path)
             peak = rss_mb(process.pid, "VmHWM")
         finally:
             server_lib.stop(process)
@@ -90,29 +92,41 @@ def soak(bench, client_options, export_path, sentences, serve_flags):
                  "rss_mb_after_warmup": warm, "rss_mb_half": half, "rss_mb_end": end,
                  "peak_rss_mb": peak, "rss_growth": None if growth is None else round(growth, 3),
                  "rss_flat": growth is not None and growth <= MAX_GROWTH,
-                 "reload_seconds": reload, "rss_mb": samples}, **result)
+                 "reload_seconds": [took for _, took in reloads],
+                 "rss_mb_per_version": [_before(samples, at) for at, _ in reloads] + [end],
+                 "rss_mb": samples}, **result)
+
+
+def _before(samples, seconds):
+    """The last sample taken before `seconds` into the load."""
+    return [mb for at, mb in samples if at < seconds][-1]
 
 
 def _load(bench, client, load_test, sentences, pid, base, export_path):
-    """Runs the load in a thread while sampling memory and rolling in version 2 halfway;
-    returns (load result, [[seconds, MB], ...], seconds version 2 took to replace version 1)."""
+    """Runs the load in a thread while sampling memory and rolling in versions 2, 3, ...;
+    returns (load result, [[seconds, MB], ...], [(seconds into the load version N was linked,
+    seconds it took to replace version N - 1)] for N = 2, 3, ...)."""
     seconds, found = bench.bench_seconds, {}
     thread = threading.Thread(target=lambda: found.update(load_test(
         client, sentences, clients=bench.bench_clients, seconds=seconds,
         sentences_per_request=bench.bench_request_sentences)))
     start = time.perf_counter()
     thread.start()
-    samples, linked, reloaded = [], None, None
+    samples, reloads, waiting = [], [], None
     while thread.is_alive():
         now = time.perf_counter() - start
         samples.append([round(now, 1), rss_mb(pid)])
-        if linked is None and now >= seconds / 2:
-            os.symlink(os.path.abspath(export_path), os.path.join(base, client.model, "2"))
-            linked = now
-        if linked is not None and reloaded is None:
+        version = len(reloads) + 2
+        if waiting is None and version <= bench.bench_reloads + 1 and \
+                now >= seconds * (version - 1) / (bench.bench_reloads + 1):
+            os.symlink(os.path.abspath(export_path), os.path.join(base, client.model, str(version)))
+            waiting = now
+        if waiting is not None:
             states = _versions(client)
-            if states.get("2") == "AVAILABLE" and states.get("1") in (None, "END"):
-                reloaded = round(now - linked, 1)
+            if states.get(str(version)) == "AVAILABLE" and \
+                    states.get(str(version - 1)) in (None, "END"):
+                reloads.append((round(waiting, 1), round(now - waiting, 1)))
+                waiting = None
         thread.join(min(seconds / SAMPLES, 10.0))
     samples.append([round(time.perf_counter() - start, 1), rss_mb(pid)])
-    return found, samples, reloaded
+    return found, samples, reloads

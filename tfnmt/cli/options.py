@@ -105,3 +105,6 @@ class BenchOptions:
     bench_seconds: float = option(20.0, "How long each load runs.", bounds="> 0")
     bench_request_sentences: int = option(
         1, "Sentences per request of the load test.", bounds=">= 1")
+    bench_reloads: int = option(
+        1, "--bench=soak: new versions of the model rolled in, evenly spread over the load.",
+        bounds="[0, 100]")

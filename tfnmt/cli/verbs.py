@@ -154,7 +154,7 @@ VERBS = {
               "with --bench=soak, or serve without --server"),
          ["export_dir", "max_batch_size", "batch_timeout_micros", "num_batch_threads",
           "max_enqueued_batches", "rest_api_num_threads"]),
-        (_bench("soak"), ["enable_batching"]),
+        (_bench("soak"), ["enable_batching", "bench_reloads"]),
         (_bench("serve", "soak") & When(lambda f: f.input == "-", "without --input"),
          [*DATA_SOURCE, "test_split", "bench_sentences"]),
         (_bench("data"), ["model_dir", *DATA_SOURCE, "train_split", "train_limit",

@@ -21,6 +21,7 @@ from absl import logging
 from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import saved_model_pb2
 
+from tfnmt import runtime
 from tfnmt.errors import ConfigError
 from tfnmt.serving.batching import Batcher
 from tfnmt.serving.config import ModelSource
@@ -303,6 +304,8 @@ class ModelManager:
             servable = self._servables[name].pop(version)
             self._states[name][version] = ("END", "OK", "")
         servable.close()
+        del servable  # requests still holding it keep its memory until they end
+        runtime.return_freed_memory()
         logging.info("unloaded %s version %d", name, version)
 
     def start(self, poll_seconds):
