@@ -15,6 +15,11 @@ TEST_DATA = os.environ.get("TFNMT_TEST_DATA", os.path.join(REPO, "..", "shared",
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The workers run TensorFlow as every tfnmt process does (runtime.py: the CPU allocator).
 runtime.configure()
+# With a worker per core (pytest.ini) the cores are full: an op's own threads would only take
+# turns with the other worker's (one thread per op: tests/models/test_deeplau.py and
+# test_conv_encoder.py on two workers, 115 s -> 96 s). Child processes inherit it.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 
 def pytest_xdist_auto_num_workers(config):
@@ -23,6 +28,17 @@ def pytest_xdist_auto_num_workers(config):
     more workers busy."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(cores or 1, 4))
+
+# Fixtures that train or export a model (seconds to a minute each): a test using one is `slow`
+# (pytest.ini) as a test marked by hand is.
+SLOW_FIXTURES = {"trained_model", "killed_and_resumed", "dense_model", "dirs"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES.intersection(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
 
 def pytest_sessionstart(session):
     """TensorFlow, Keras and tfnmt imported once, their ~360,000 objects frozen out of the

@@ -81,6 +81,7 @@ def test_importing_tfnmt_and_naming_the_api_loads_no_tensorflow(tmp_path):
     assert (result.returncode, result.stdout, result.stderr) == (0, "[]\n", "")
 
 
+@pytest.mark.slow
 def test_the_readme_example_prints_its_translations_and_nothing_else(trained_model, tmp_path):
     code = readme_example()
     assert re.search(r'^model_dir = "[^"]+"', code, re.M), code
@@ -93,6 +94,7 @@ def test_the_readme_example_prints_its_translations_and_nothing_else(trained_mod
     assert result.stdout == "".join(f"{t.text}\n" for t in expected)
 
 
+@pytest.mark.slow
 def test_the_callers_stderr_is_its_own_between_and_after_calls(checkpoint, capfd):
     # fd 2 is filtered only while the translator works: a C++-style line the caller writes to
     # fd 2 between two streamed results, and after, arrives as written.
@@ -134,6 +136,7 @@ def test_translations_are_typed_in_order_with_their_pieces(checkpoint):
     assert all(len(h) == 3 and h[0].score >= h[1].score >= h[2].score for h in best if h[0].text)
 
 
+@pytest.mark.slow
 def test_score_is_the_beams_own_score_of_its_hypotheses(trained_model, checkpoint):
     """With length_penalty=0 the beam ranks by the sum of log-probabilities, eos included:
     `log_prob`; with a length penalty, by `normalized`."""
@@ -170,6 +173,7 @@ def test_alignments_from_a_checkpoint_as_the_cli_gives_them(checkpoint):
         checkpoint.translate(SOURCES[:2], n_best=2, alignments=True)
 
 
+@pytest.mark.slow
 def test_an_export_translates_as_its_model_directory(checkpoint, export_dir):
     exported = Translator.from_export(os.path.join(export_dir, "tiny", "1"))
     for n_best in (1, 3):
@@ -182,6 +186,7 @@ def test_an_export_translates_as_its_model_directory(checkpoint, export_dir):
     assert exported.config == checkpoint.config
 
 
+@pytest.mark.slow
 def test_target_prefixes_are_kept_and_an_export_continues_them_as_its_model_directory(
         checkpoint, export_dir):
     mine = checkpoint.translate(SOURCES, target_prefix=PREFIXES, batch_size=4)
@@ -204,6 +209,7 @@ def test_target_prefixes_are_kept_and_an_export_continues_them_as_its_model_dire
         checkpoint.translate(SOURCES, target_prefix=["Katze"])
 
 
+@pytest.mark.slow
 def test_what_an_export_cannot_do_is_one_clear_error(export_dir):
     exported = Translator.from_export(os.path.join(export_dir, "tiny", "1"))
     with pytest.raises(UnsupportedError, match="no `alignments` signature; export it with"):
@@ -239,6 +245,7 @@ def test_an_export_with_the_score_signature_scores_as_its_model_directory(export
         exported.translate(["a cat"], target_prefix=["Katze"])
 
 
+@pytest.mark.slow
 def test_a_served_model_translates_and_scores_as_its_model_directory(checkpoint, served, scored):
     tiny = Translator.from_server(served, model_name="tiny")
     for n_best in (1, 2):
@@ -325,6 +332,7 @@ def test_decoding_keywords_are_checked_by_name_and_value(trained_model):
         Translator.from_model_dir(trained_model).translate("a cat")
 
 
+@pytest.mark.slow
 def test_a_tflite_export_translates_as_its_model_directory_and_quietly(trained_model,
                                                                       tmp_path, capfd):
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",

@@ -102,6 +102,7 @@ def test_parts_that_share_a_name_share_its_declaration():
                 assert (spec.kind, spec.bounds) == (base.kind, base.bounds), (cls, name)
 
 
+@pytest.mark.slow
 def test_no_module_below_the_cli_defines_or_parses_flags():
     import ast
     import os

@@ -25,6 +25,7 @@ def quickstart(multi30k_dir, tmp_path_factory):
     return model_dir, result, env, root
 
 
+@pytest.mark.slow
 def test_quickstart_trains_with_falling_validation_loss(quickstart):
     model_dir, result, _, _ = quickstart
     losses = [float(line.split("validation at step")[1].split("loss")[1].split()[0])
@@ -33,6 +34,7 @@ def test_quickstart_trains_with_falling_validation_loss(quickstart):
     assert "BLEU signature: nrefs:1|case:mixed" in result.stdout
 
 
+@pytest.mark.slow
 def test_exported_model_in_a_fresh_process_equals_checkpoint_translation(quickstart, multi30k_dir,
                                                                          capsys):
     model_dir, _, env, root = quickstart

@@ -153,6 +153,7 @@ def test_a_closed_stdout_ends_translate_quietly_while_a_full_disk_is_an_error(
     assert "no space left on device" in _error(capsys)
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_translate_leaves_a_prefix_of_complete_lines(trained_model, tmp_path):
     sentences = [source for source, _ in synthetic_pairs(3000, seed=7)]
     source, out = tmp_path / "in.txt", tmp_path / "out.txt"
@@ -246,6 +247,7 @@ def test_full_disk_during_average_leaves_no_output_dir(trained_model, tmp_path, 
 
 # --- training: a full disk, corrupt and killed saves ------------------------------------------
 
+@pytest.mark.slow
 def test_full_disk_during_a_checkpoint_save_stops_training_and_loses_nothing(
         corpus, tmp_path, monkeypatch, capsys):
     model_dir = str(tmp_path / "m")
@@ -367,6 +369,7 @@ def test_a_state_file_written_wrong_by_older_code_is_read_and_repaired(tmp_path,
     assert tf.train.latest_checkpoint("runs/m/ckpt") == "runs/m/ckpt/ckpt-2"  # rewritten
 
 
+@pytest.mark.slow
 def test_killed_training_resumes_from_the_last_checkpoint_again_and_again(corpus, tmp_path, caplog):
     """kill -9 at random points of a run that saves every step, three times; every checkpoint
     left is restorable, and the run then resumes and completes with the right step count."""

@@ -5,6 +5,8 @@ up (models never import training/, decoding never imports models/)."""
 import ast
 import os
 
+import pytest
+
 from conftest import REPO
 
 # Lowest first; packages in one layer may not import each other.
@@ -54,6 +56,7 @@ def test_every_package_has_a_layer():
     assert units <= set(RANK), sorted(units - set(RANK))
 
 
+@pytest.mark.slow
 def test_imports_only_go_down_the_layers():
     upward = sorted({f"{path}: {source} -> {target}" for source, target, path in imports()
                      if source != target and RANK[target] >= RANK[source]})

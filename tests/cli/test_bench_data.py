@@ -5,10 +5,13 @@ import gzip
 import json
 import os
 
+import pytest
+
 from conftest import run_cli, write_corpus
 from tfnmt.data import vocab
 
 
+@pytest.mark.slow
 def test_the_data_bench_counts_an_epoch_and_resumes_at_its_batch(tmp_path):
     corpus = write_corpus(str(tmp_path / "corpus"), splits=(("train", 300),))
     # A bad pair and a gzipped side: the bench reads the corpus as `train` does.
@@ -45,6 +48,7 @@ def test_the_data_bench_counts_an_epoch_and_resumes_at_its_batch(tmp_path):
     assert result["state_bytes"] > 0 and result["peak_rss_mb"] > 0
 
 
+@pytest.mark.slow
 def test_the_data_bench_runs_on_tfds_mock_data(tmp_path):
     from tfnmt.cli import bench_data
     from tfnmt.data import sources

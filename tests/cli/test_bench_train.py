@@ -40,6 +40,7 @@ def test_a_loop_is_not_counted():
     assert bench_train.matmul_flops(graph) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["transformer", "densenmt"])
 def test_the_fitted_count_is_the_traced_count_at_an_unseen_shape(name):
     model = tiny_model(name, dropout=0.0)

@@ -65,6 +65,7 @@ def test_offline_multi30k_says_how_to_use_a_local_copy(tmp_path, monkeypatch, ca
     assert "--manual_dir=DIR" in line and "TFNMT_MULTI30K_DIR" in line
 
 
+@pytest.mark.slow
 def test_translate_keeps_empty_and_invalid_lines_aligned(trained_model, tmp_path, caplog):
     source = tmp_path / "in.txt"
     source.write_bytes(b"the red dog\n\nbad \xff byte cat\n   \nthe dog\n")
@@ -79,6 +80,7 @@ def test_translate_keeps_empty_and_invalid_lines_aligned(trained_model, tmp_path
     assert f"{source}:3: not valid UTF-8" in caplog.text
 
 
+@pytest.mark.slow
 def test_translate_warns_about_over_long_input(trained_model, tmp_path, caplog):
     source = tmp_path / "in.txt"
     source.write_text("the dog " * 40 + "\n")
@@ -112,6 +114,7 @@ def test_info_counts_a_flagfile_model_before_training(tmp_path, capsys):
     assert embeddings == 2 * 1000 * 8 + 2 * 1024 * 8 + 2 * 8 * 16
 
 
+@pytest.mark.slow
 def test_evaluate_prints_bleu_chrf_and_signatures(trained_model, capsys):
     assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=10",
                    "--beam_size=2") == 0
@@ -120,6 +123,7 @@ def test_evaluate_prints_bleu_chrf_and_signatures(trained_model, capsys):
     assert "case:mixed|eff:no|tok:13a" in out
 
 
+@pytest.mark.slow
 def test_bench_reports_training_and_translation_speed(trained_model, corpus, capsys):
     import json
     assert run_cli("bench", "--bench=train", f"--model_dir={trained_model}", "--bench_steps=3",
@@ -134,6 +138,7 @@ def test_bench_reports_training_and_translation_speed(trained_model, corpus, cap
     assert speed["sentences_per_second"] > 0 and speed["batch1_latency_ms_p50"] > 0
 
 
+@pytest.mark.slow
 def test_separate_vocabularies_per_side(corpus, tmp_path):
     model_dir = tmp_path / "m"
     assert run_cli("vocab", f"--model_dir={model_dir}", f"--data=text:{corpus}",
@@ -147,6 +152,7 @@ def test_separate_vocabularies_per_side(corpus, tmp_path):
     assert run_cli("train", *flags, "--bleu_sentences=2") == 0
 
 
+@pytest.mark.slow
 def test_no_pair_within_the_length_limits_is_an_error_not_a_hang(corpus, tmp_path, capsys):
     from conftest import tiny_train_flags
     flags = [f for f in tiny_train_flags(corpus, str(tmp_path / "m"), steps=4)
@@ -156,6 +162,7 @@ def test_no_pair_within_the_length_limits_is_an_error_not_a_hang(corpus, tmp_pat
 
 
 # --- what a command writes to stderr ---------------------------------------------------------------
+@pytest.mark.slow
 def test_translate_of_a_small_file_writes_at_most_two_stderr_lines(trained_model, tmp_path):
     # Before: TensorFlow's start-up lines twice, cuInit, a oneDNN line and the progress bar (10).
     text = "the red dog\nthe cat sees a bird\n\nbig house\nthe old man runs\n"
@@ -179,6 +186,7 @@ def test_translate_of_a_small_file_writes_at_most_two_stderr_lines(trained_model
     assert any("<stdin>:3: empty line" in line for line in detail)
 
 
+@pytest.mark.slow
 def test_a_tiny_training_run_logs_a_header_and_progress(trained_model, corpus, tmp_path):
     import shutil
     from conftest import tiny_train_flags
@@ -202,6 +210,7 @@ def test_a_tiny_training_run_logs_a_header_and_progress(trained_model, corpus, t
     assert lines[6].endswith(f"saved {model_dir}/ckpt/ckpt-100")
 
 
+@pytest.mark.slow
 def test_a_damaged_newest_checkpoint_is_one_warning_and_the_previous_translates(trained_model, tmp_path):
     import glob
     import shutil
@@ -232,6 +241,7 @@ def test_a_damaged_newest_checkpoint_is_one_warning_and_the_previous_translates(
     assert result.stdout.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_stdin_is_named_the_same_in_every_warning(trained_model, monkeypatch, caplog):
     import io
     import sys
@@ -244,6 +254,7 @@ def test_stdin_is_named_the_same_in_every_warning(trained_model, monkeypatch, ca
     assert "-:" not in caplog.text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("terminal", [True, False])
 def test_evaluate_shows_progress_on_a_terminal(trained_model, terminal, monkeypatch, capsys):
     from tfnmt import progress
@@ -256,6 +267,7 @@ def test_evaluate_shows_progress_on_a_terminal(trained_model, terminal, monkeypa
     assert ("10/10" in capsys.readouterr().err) == terminal
 
 
+@pytest.mark.slow
 def test_progress_lines_where_stderr_is_not_a_terminal(trained_model, corpus, tmp_path,
                                                        monkeypatch, caplog):
     # A log file got nothing from a whole translation. With a line due at every update (EVERY
@@ -359,6 +371,7 @@ def test_other_libraries_info_and_known_warnings_are_detail():
         assert default.filter(shown)
 
 
+@pytest.mark.slow
 def test_bench_train_times_the_step_train_runs(trained_model, capsys, monkeypatch):
     """`train` itself (same optimizer settings, accumulation, stream), in a directory of its own:
     the model directory it reads is left as it was."""

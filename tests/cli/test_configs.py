@@ -23,6 +23,7 @@ def test_there_are_configs():
 _BUILT = set()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CONFIGS, ids=[os.path.relpath(p, REPO) for p in CONFIGS])
 def test_config_builds_its_model(path, monkeypatch):
     monkeypatch.chdir(REPO)  # flagfiles include shared recipes by paths from the repository root
@@ -51,6 +52,7 @@ def test_config_builds_its_model(path, monkeypatch):
 TABLE1_DE_EN = {64: 8, 128: 11, 256: 17}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["base-4l", "densenmt-4l-1", "densenmt-4l-2", "base-8l"])
 def test_densenmt_table1_configs_have_the_papers_model_sizes(name, monkeypatch, capsys):
     # The 8-layer dense models are ~3-4M larger than the paper's; docs/papers/000-densenmt-convs2s.md explains the gap.

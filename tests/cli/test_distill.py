@@ -23,6 +23,7 @@ def distilled(trained_model, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_corpus_holds_the_teachers_translations_and_the_original_held_out_splits(
         trained_model, corpus, distilled, tmp_path, capsys):
     out = distilled
@@ -47,6 +48,7 @@ def test_corpus_holds_the_teachers_translations_and_the_original_held_out_splits
     assert len(list(sources.pairs(spec, "train").as_numpy_iterator())) == info["train_pairs"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_continues_after_its_last_whole_chunk(trained_model, corpus, distilled,
                                                                  tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(distill, "CHUNK", 250)
@@ -87,6 +89,7 @@ def test_an_interrupted_run_continues_after_its_last_whole_chunk(trained_model, 
                               "translated (--max_input_length)" for number in long]
 
 
+@pytest.mark.slow
 def test_distill_prints_progress_lines_into_a_log(trained_model, tmp_path, monkeypatch, caplog):
     from tfnmt import progress
     from tfnmt.cli import console

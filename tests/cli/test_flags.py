@@ -152,6 +152,7 @@ def test_a_flag_the_verb_would_ignore_is_refused_on_the_command_line(args, messa
     assert _error(capsys).startswith(f"tfnmt {args[0]}: error: {message}")
 
 
+@pytest.mark.slow
 def test_a_flagfile_may_hold_flags_the_verb_does_not_read(trained_model, corpus, tmp_path, capsys):
     from conftest import tiny_train_flags
     flagfile = tmp_path / "all.cfg"

@@ -43,6 +43,7 @@ def _same_scores(reranked, listed):
     assert max(differences) <= 1e-4 + 1e-9, differences
 
 
+@pytest.mark.slow
 def test_score_writes_the_apis_scores_under_the_flags_length_penalty(trained_model, files,
                                                                       tmp_path):
     source, references, _ = files
@@ -144,6 +145,7 @@ def test_bad_input_is_one_line(trained_model, files, tmp_path, capsys):
     assert _error(capsys) == f"tfnmt score: error: input file not found: {tmp_path / 'no.en'}"
 
 
+@pytest.mark.slow
 def test_a_model_that_cannot_score_is_one_line(corpus, files, tmp_path, capsys):
     # A CTC model chooses its labels all at once: no probability of a target token by token.
     model_dir = str(tmp_path / "ctc")
@@ -169,6 +171,7 @@ def test_a_model_that_cannot_score_is_one_line(corpus, files, tmp_path, capsys):
     assert not (tmp_path / "exports").exists() or not any((tmp_path / "exports").iterdir())
 
 
+@pytest.mark.slow
 def test_a_source_cut_to_max_input_length_is_named_by_its_line(trained_model, files, tmp_path,
                                                                 caplog):
     """With --references, by its line of --input; with --rerank, by the first line of the list

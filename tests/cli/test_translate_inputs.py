@@ -34,6 +34,7 @@ def backends(trained_model, tmp_path_factory):
 BACKENDS = ["checkpoint", "saved_model", "tflite", "server"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_every_line_gets_one_output_line_and_odd_lines_are_named(backends, backend, tmp_path, caplog):
     source, output = tmp_path / "in.txt", tmp_path / "out.txt"

@@ -31,6 +31,7 @@ def files(tmp_path_factory):
     return str(source), str(prefixes)
 
 
+@pytest.mark.slow
 def test_each_line_continues_its_prefix_as_the_api_does(trained_model, files, tmp_path):
     source, prefixes = files
     output = tmp_path / "out.txt"
@@ -58,6 +59,7 @@ def test_what_a_prefix_cannot_go_with_is_one_line(trained_model, files, tmp_path
                               "only; not with --n_best or --alignments")
 
 
+@pytest.mark.slow
 def test_interactive_answers_each_line_before_the_next_is_written(trained_model):
     """Through two pipes, as a program converses with it: the second line is written only once
     the first one's answer has been read."""
@@ -88,6 +90,7 @@ class _Terminal(io.TextIOWrapper):
         return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags,answering", [([], True), (["--nointeractive"], False)])
 def test_a_terminal_on_stdin_answers_line_by_line_unless_told_not_to(
         trained_model, monkeypatch, capsys, flags, answering):

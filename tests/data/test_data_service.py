@@ -5,6 +5,7 @@ is the epoch, each as the local pipeline makes it."""
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from conftest import TINY_MODEL_FLAGS, run_cli, write_corpus
@@ -20,6 +21,7 @@ def _batches_by_position(stream):
             for features, _ in stream}
 
 
+@pytest.mark.slow
 def test_two_training_workers_share_an_epoch_through_the_data_service(tmp_path, capsys):
     corpus = write_corpus(str(tmp_path / "corpus"), splits=(("train", 300), ("valid", 10)))
     spec = sources.DataSpec(f"text:{corpus}", "en", "de")

@@ -93,6 +93,7 @@ def test_sorted_batches_waste_less_than_length_buckets_did(tiny_vocab):
     assert padded / real < 1.05, padded / real
 
 
+@pytest.mark.slow
 def test_epochs_are_reproducible_and_differ(tiny_vocab):
     def first_sources(epoch, seed):
         data = pipeline.training_epoch(_pairs(), tiny_vocab, tiny_vocab, epoch=epoch, seed=seed,
@@ -102,6 +103,7 @@ def test_epochs_are_reproducible_and_differ(tiny_vocab):
     assert first_sources(0, 5) != first_sources(1, 5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("global_seed", [0, 1234, None])
 def test_an_epoch_alone_is_the_streams_epoch_whatever_the_global_seed(tiny_vocab, global_seed):
     # The trainer checks the first epoch alone and trains on the stream; the data service test
@@ -121,6 +123,7 @@ def test_an_epoch_alone_is_the_streams_epoch_whatever_the_global_seed(tiny_vocab
         assert np.array_equal(a[0]["source"].numpy(), b[0]["source"].numpy())
 
 
+@pytest.mark.slow
 def test_resumed_stream_continues_with_the_next_batch(tiny_vocab):
     kwargs = dict(seed=7, batch_tokens=64, max_source_length=10, max_target_length=10)
     full = list(pipeline.training_stream(_pairs(), tiny_vocab, tiny_vocab, **kwargs).take(40))

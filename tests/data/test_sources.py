@@ -31,6 +31,7 @@ def test_text_source_and_limit(corpus):
     assert sources.default_splits(spec) == ("train", "valid", "test")
 
 
+@pytest.mark.slow
 def test_multi30k_real_copy_through_the_source_spec(multi30k_dir, tmp_path):
     spec = sources.DataSpec("multi30k", "en", "de", multi30k_dir, str(tmp_path))
     first = next(sources.pairs(spec, "test").as_numpy_iterator())

@@ -125,6 +125,7 @@ def _shard_pairs(directory, **kwargs):
         **kwargs).as_numpy_iterator()]
 
 
+@pytest.mark.slow
 def test_shards_are_read_in_turn_with_their_bad_lines_dropped_and_reported_once(tmp_path, caplog):
     from tfnmt.data import sources
     _write_shards(tmp_path, _SHARDS)
@@ -171,6 +172,7 @@ def _to_the_end(iterator, seconds=60):
     return rest
 
 
+@pytest.mark.slow
 def test_a_restored_iterator_over_shards_yields_exactly_the_rest(tmp_path):
     import tensorflow as tf
     _write_shards(tmp_path, _SHARDS)

@@ -147,6 +147,7 @@ def test_multi30k_line_count_mismatch(tmp_path):
         build(Multi30k, tmp_path / "tfds", folder)
 
 
+@pytest.mark.slow
 def test_multi30k_real_copy(tmp_path):
     root = Path(os.environ.get("TFNMT_TEST_DATA") or REPO_ROOT.parent / "shared" / "data")
     folder = root / "multi30k"

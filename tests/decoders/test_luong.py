@@ -4,6 +4,7 @@ line, which every sequence encoder then feeds through `--model=hybrid` with no o
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from conftest import REPO, run_cli
@@ -86,6 +87,7 @@ def test_it_is_registered_and_every_sequence_encoder_feeds_it():
                                                             model.decoder.units)
 
 
+@pytest.mark.slow
 def test_behind_the_transformer_encoder_it_overfits_multi30k_and_is_served_as_it_translates(
         multi30k_dir, tmp_path):
     # (Every pair's untrained export is checked against in-process decoding in test_pairs.py.)

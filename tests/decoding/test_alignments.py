@@ -28,6 +28,7 @@ def aligner(trained_model):
     return from_checkpoint(trained_model, options=ALIGN)[1]
 
 
+@pytest.mark.slow
 def test_beam_attention_rows_sum_to_one_are_zero_on_padding_and_equal_teacher_forcing(
         aligner, corpus):
     # Enough sentences that some chosen hypotheses change beams on their way.
@@ -59,6 +60,7 @@ def test_beam_attention_rows_sum_to_one_are_zero_on_padding_and_equal_teacher_fo
         np.testing.assert_allclose(rows, forced[b, :t], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_exported_alignments_signature_equals_in_process_and_translate_writes_both_formats(
         trained_model, aligner, tmp_path):
     path = saved_model.export(aligner, str(tmp_path / "export"), "aligned", 1)
@@ -128,6 +130,7 @@ def test_words_merge_pieces_sum_columns_and_average_rows():
     assert item.hard() == "1-0"
 
 
+@pytest.mark.slow
 def test_every_model_returns_attention_or_refuses_in_one_line(trained_model):
     source_vocab, target_vocab = load_vocabs(trained_model)
     shapes, refused = {}, {}
@@ -154,6 +157,7 @@ def test_every_model_returns_attention_or_refuses_in_one_line(trained_model):
         assert "\n" not in message and "--alignments" in message, message
 
 
+@pytest.mark.slow
 def test_alignments_refused_in_one_line_where_there_are_none(trained_model, tmp_path, capsys):
     source_file = tmp_path / "in.txt"
     source_file.write_text("a dog\n")

@@ -45,6 +45,7 @@ def _both(model, options, n_best=1):
             xla_ids.shape[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,beam_size,n_best,min_length", [("deep_transformer", 3, 2, 1),
                                                                ("densenmt", 1, 1, 4)])
 def test_compiled_search_is_the_dynamic_search(name, beam_size, n_best, min_length):
@@ -67,6 +68,7 @@ def test_compiled_search_is_the_dynamic_search(name, beam_size, n_best, min_leng
     np.testing.assert_allclose(xla_scores, scores, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_batch_of_more_hypotheses_takes_the_dynamic_search():
     tf.keras.utils.set_random_seed(3)
     model = tiny_model("transformer", label_smoothing=None)
@@ -91,6 +93,7 @@ def test_a_ctc_model_is_refused():
                            DecodingOptions(xla_decoding=True))
 
 
+@pytest.mark.slow
 def test_an_export_with_xla_decoding_translates_as_the_checkpoint(trained_model, tmp_path):
     """A batch the compiled search takes and one it leaves to the dynamic search: the SavedModel
     gives the checkpoint's translations and scores exactly, and the Transformer's fixed caches

@@ -84,6 +84,7 @@ def pair(dirs):
     return Translator.from_model_dir([dirs["a"], dirs["b"]], **DECODING)
 
 
+@pytest.mark.slow
 def test_an_ensemble_of_a_model_with_itself_is_the_model(dirs):
     b = dirs["b"]
     single = Translator.from_model_dir(b, n_best=2, **DECODING)
@@ -112,6 +113,7 @@ def _step_log_probs(model, last, time, state, memory):
     return tf.nn.log_softmax(tf.cast(logits, tf.float32)).numpy().astype(np.float64), state
 
 
+@pytest.mark.slow
 def test_the_ensembles_step_is_the_mean_of_its_members_step_log_probabilities(dirs):
     members, ensemble = _members_and_ensemble(dirs)
     source, _ = ensemble.tokenize(tf.constant(SOURCES[:3]))
@@ -155,6 +157,7 @@ def _hand_rolled_greedy(members, source, limit):
     return ids, score
 
 
+@pytest.mark.slow
 def test_a_greedy_ensemble_follows_the_argmax_of_the_averaged_log_probabilities(dirs):
     decoding = dict(beam_size=1, length_penalty=0.0, min_decode_length=0, max_decode_length=8)
     members, ensemble = _members_and_ensemble(dirs, **decoding)
@@ -169,6 +172,7 @@ def test_a_greedy_ensemble_follows_the_argmax_of_the_averaged_log_probabilities(
         assert float(score[0]) == pytest.approx(expected_score, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_an_ensembles_score_is_the_mean_of_its_members(dirs, pair):
     a, b = dirs["a"], dirs["b"]
     sources = ["a cat", "big house", "the dog", "a bird"]
@@ -179,6 +183,7 @@ def test_an_ensembles_score_is_the_mean_of_its_members(dirs, pair):
         list((np.array(members[0]) + members[1]) / 2), abs=1e-4)
 
 
+@pytest.mark.slow
 def test_an_exported_ensemble_translates_as_in_process(dirs, pair, tmp_path, capsys):
     a, b = dirs["a"], dirs["b"]
     assert run_cli("export", f"--model_dir={a},{b}", f"--export_dir={tmp_path}", "--score",

@@ -29,6 +29,7 @@ def _padded(ids, width):
     return np.pad(ids, [(0, 0), (0, 0), (0, width - ids.shape[2])], constant_values=PAD_ID)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beam_size, n_best", [(1, 1), (3, 2)])
 def test_a_batch_searched_in_halves_is_each_half_searched_alone_in_order(trained_model, batch,
                                                                          beam_size, n_best):
@@ -55,6 +56,7 @@ def _calls(graph):
             if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
 
 
+@pytest.mark.slow
 def test_the_halves_are_two_calls_of_one_function_and_tflites_search_inline(trained_model):
     _, translator = from_checkpoint(trained_model, "", DecodingOptions(beam_size=2))
     spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)]

@@ -45,6 +45,7 @@ def test_the_copy_holds_the_float32_weights_rounded_and_the_model_is_left_as_it_
             originals[weight.path])
 
 
+@pytest.mark.slow
 def test_bfloat16_scores_the_float32_translations_as_float32_does_to_rounding(translators):
     float32, bfloat16 = translators
     text = tf.constant(SENTENCES[:-1])
@@ -73,6 +74,7 @@ def test_with_options_in_the_same_dtype_shares_the_copy(translators):
     assert sibling.model is bfloat16.model and sibling._given_model is bfloat16._given_model
 
 
+@pytest.mark.slow
 def test_an_ensemble_decodes_each_member_in_bfloat16(trained_model, translators):
     _, bfloat16 = translators
     _, ensemble = from_checkpoint([trained_model, trained_model], "", BF16)
@@ -83,6 +85,7 @@ def test_an_ensemble_decodes_each_member_in_bfloat16(trained_model, translators)
                                   bfloat16.translate(text)["translations"].numpy())
 
 
+@pytest.mark.slow
 def test_the_export_holds_bfloat16_weights_and_translates_as_the_translator(translators,
                                                                             tmp_path):
     _, bfloat16 = translators
@@ -162,6 +165,7 @@ def test_validation_decodes_the_weights_being_trained_whatever_decode_dtype(trai
     assert validator.translator.options.beam_size == BF16.beam_size
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, dtype", [("avx2 fma", "float32"),
                                           ("avx2 avx512f avx512_bf16", "bfloat16")])
 def test_auto_decodes_in_bfloat16_only_on_a_cpu_that_computes_it(trained_model, monkeypatch,

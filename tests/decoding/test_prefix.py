@@ -81,6 +81,7 @@ def _real(row):
     return [int(t) for t in row if t != PAD_ID]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["transformer", "densenmt", "deeplau"])
 def test_the_continuation_is_teacher_forced_greedy_decoding(name):
     """K/V caches, a convolution's window of inputs, a recurrent state: each continues from the
@@ -102,6 +103,7 @@ def test_the_continuation_is_teacher_forced_greedy_decoding(name):
     np.testing.assert_array_equal(plain[..., :unforced.shape[-1]], unforced)
 
 
+@pytest.mark.slow
 def test_every_beam_hypothesis_sampling_and_the_compiled_search_keep_the_prefix():
     tf.keras.utils.set_random_seed(4)
     model = tiny_model("transformer", label_smoothing=None)
@@ -122,6 +124,7 @@ def test_every_beam_hypothesis_sampling_and_the_compiled_search_keep_the_prefix(
     np.testing.assert_allclose(xla[3], dynamic[3], atol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_ctc_model_refuses_a_prefix_in_one_line(trained_model):
     """Its labels are chosen all at once: the search, the translator (so the CLI, which says
     `tfnmt translate: error: ` and the line), the API and the export refuse."""
@@ -146,6 +149,7 @@ SOURCES = ["the red dog sees a bird", "a cat", "the old man runs", "big house", 
 PREFIXES = ["Vogel", "Katze  ", "Zebra Mann", "", "Haus"]
 
 
+@pytest.mark.slow
 def test_the_prefix_is_kept_verbatim_and_the_rest_is_teacher_forced_greedy(trained_model):
     from tfnmt import Translator
     from tfnmt.serving.backends import from_checkpoint

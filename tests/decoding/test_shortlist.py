@@ -83,6 +83,7 @@ def test_candidates_that_hold_the_full_searchs_choices_decode_the_same(translato
     assert np.array_equal(restricted, chosen)
 
 
+@pytest.mark.slow
 def test_beam_search_over_every_piece_equals_the_whole_vocabulary(translators):
     options, full = translators
     beam = dataclasses.replace(options, beam_size=3, length_penalty=0.6)
@@ -96,6 +97,7 @@ def test_beam_search_over_every_piece_equals_the_whole_vocabulary(translators):
     np.testing.assert_allclose(got["scores"].numpy(), expected["scores"].numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_table_comes_from_the_training_pairs_and_the_export_decodes_as_in_process(
         trained_model, tmp_path):
     options = DecodingOptions(beam_size=2, shortlist=5)

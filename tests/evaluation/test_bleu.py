@@ -12,6 +12,7 @@ JA_HYPOTHESES = ["猫が座っている", "私は学校に行きます"]
 JA_REFERENCES = ["猫が座っています", "私は学校へ行きます"]
 
 
+@pytest.mark.slow
 def test_a_japanese_target_is_scored_with_mecab_not_13a():
     japanese = bleu.score(JA_HYPOTHESES, JA_REFERENCES, target_lang="ja")
     assert "tok:ja-mecab" in japanese["bleu_signature"]
@@ -20,6 +21,7 @@ def test_a_japanese_target_is_scored_with_mecab_not_13a():
     assert bleu.score(JA_HYPOTHESES, JA_REFERENCES, target_lang="de")["bleu"] == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target_lang,tokenizer", [("zh", "tok:zh"), ("ko", "tok:ko-mecab"),
                                                    ("de", "tok:13a"), ("", "tok:13a")])
 def test_each_target_language_gets_sacrebleus_default_tokenizer(target_lang, tokenizer):
@@ -44,6 +46,7 @@ def test_unknown_or_missing_tokenizer_is_a_config_error(monkeypatch):
         bleu.metric(target_lang="ja")
 
 
+@pytest.mark.slow
 def test_evaluate_prints_the_tokenizer_it_used_and_refuses_an_unknown_one(trained_model, capsys):
     assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=5",
                    "--bleu_tokenize=char") == 0

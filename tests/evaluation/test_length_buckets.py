@@ -35,6 +35,7 @@ def test_bad_edges_are_config_errors(text):
         parse_edges(text)
 
 
+@pytest.mark.slow
 def test_evaluate_prints_bleu_by_source_length(trained_model, capsys):
     assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=20",
                    "--beam_size=2", "--length_buckets=3,5") == 0

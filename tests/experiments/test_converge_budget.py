@@ -17,6 +17,7 @@ def experiment(corpus, tmp_path_factory):
     return tiny_experiment(corpus, tmp_path_factory.mktemp("experiment"))
 
 
+@pytest.mark.slow
 def test_a_converge_budget_stops_every_run_by_one_rule_and_scores_its_best(
         experiment, tmp_path, caplog):
     """--budget=converge: early stopping on validation BLEU, --train_steps the cap; each run's

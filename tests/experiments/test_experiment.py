@@ -28,6 +28,7 @@ def experiment(corpus, tmp_path_factory):
     return tiny_experiment(corpus, tmp_path_factory.mktemp("experiment"))
 
 
+@pytest.mark.slow
 def test_tiny_experiment_in_shares_interrupted_resumed_and_reported(experiment, caplog):
     config, root = experiment
     runs = ["small/seed1", "narrow/seed1", "small/seed2", "narrow/seed2"]
@@ -122,6 +123,7 @@ def test_tiny_experiment_in_shares_interrupted_resumed_and_reported(experiment, 
         assert f.read() == markdown
 
 
+@pytest.mark.slow
 def test_averaged_checkpoints_are_scored_once_and_reported(experiment, caplog):
     """--average_checkpoints=2 added to the tiny experiment (trained by the test above, or here):
     each run's last two checkpoints are averaged into RUN/averaged-2 and scored, and reported as
@@ -203,6 +205,7 @@ def _without_directories(report):
                               for r in report["runs"]])
 
 
+@pytest.mark.slow
 def test_the_records_docs_results_keeps_rebuild_the_report_and_count_as_finished(
         experiment, tmp_path, caplog, capsys):
     """What git keeps of a finished experiment under docs/results/.gitignore (no checkpoints,
@@ -299,6 +302,7 @@ def test_a_failing_run_does_not_stop_the_others(experiment, tmp_path, capsys):
         assert [r["status"] for r in json.load(f)["runs"]] == ["not started"] * 2
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_reported_as_diverged_and_the_others_go_on(experiment, tmp_path,
                                                                      capsys):
     config, _ = experiment

@@ -4,11 +4,14 @@ experiment of helpers/experiments.py, one seed."""
 
 import json
 
+import pytest
+
 from conftest import run_cli
 from helpers.experiments import report as _report
 from helpers.experiments import tiny_experiment
 
 
+@pytest.mark.slow
 def test_a_system_starts_from_its_seeds_baseline_once_that_is_trained(corpus, tmp_path, caplog):
     (tmp_path / "files").mkdir()
     config, _ = tiny_experiment(corpus, tmp_path / "files")

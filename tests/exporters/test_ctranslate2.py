@@ -71,6 +71,7 @@ def banned_log_mass(log_probs):
     return -np.log1p(-np.exp(log_probs[:, [PAD_ID, BOS_ID]]).sum(-1))
 
 
+@pytest.mark.slow
 def test_forward_pass_equals_tfnmt(trained_model, ct2):
     """CTranslate2's log-probabilities of given targets are tfnmt's, to float32 rounding."""
     translator, sp = ct2
@@ -98,6 +99,7 @@ def expected_ct2_score(model, sp, source, text, tfnmt_score, alpha):
     return tfnmt_score + gap / length ** alpha
 
 
+@pytest.mark.slow
 def test_greedy_output_equals_tfnmt(trained_model, ct2):
     translator, sp = ct2
     tfnmt = tfnmt_translator(trained_model, beam_size=1, length_penalty=0.0)
@@ -114,6 +116,7 @@ def test_greedy_output_equals_tfnmt(trained_model, ct2):
                 expected_ct2_score(tfnmt.model, sp, source, text, score, 0.0), abs=1e-4), text
 
 
+@pytest.mark.slow
 def test_beam_length_penalty_is_tfnmts_length_mode(trained_model, ct2):
     """CTranslate2 divides by |y|^alpha, eos counted: tfnmt's --length_penalty_mode=length.
     The two beam searches keep ended hypotheses and stop differently (docs/export.md: CTranslate2 export),
@@ -155,6 +158,7 @@ def test_other_models_are_refused_in_one_line(trained_model, tmp_path, capsys, m
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained_model, corpus,
                                                                          capsys, tmp_path,
                                                                          monkeypatch):
@@ -171,6 +175,7 @@ def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained
 
     from tfnmt.cli import bench_ctranslate2
     variants = dict(bench_ctranslate2.TFNMT_VARIANTS)
+    monkeypatch.setattr(bench_ctranslate2, "REPEATS", 2)  # a process per round all the same
     monkeypatch.setattr(bench_ctranslate2, "TFNMT_VARIANTS", (
         ("float32", {}), ("float32 intra-op 1, shortlist", variants["float32 intra-op 1, shortlist"])))
     run_engine = bench_ctranslate2._run_engine

@@ -27,6 +27,7 @@ def exported(trained_model, tmp_path_factory):
     return base, os.path.join(base, "tiny", "1")
 
 
+@pytest.mark.slow
 def test_the_export_says_how_tf_serving_serves_it_as_tfnmt_would(trained_model, tmp_path,
                                                                   caplog):
     import logging
@@ -46,6 +47,7 @@ def test_the_export_says_how_tf_serving_serves_it_as_tfnmt_would(trained_model, 
         expected + " --xla_cpu_compilation_enabled=true")
 
 
+@pytest.mark.slow
 def test_layout_and_versions(trained_model, exported):
     base, path = exported
     assert os.path.isfile(os.path.join(path, "saved_model.pb"))
@@ -77,6 +79,7 @@ def test_signature(exported):
     assert set(signature.structured_outputs) == {"translations", "scores"}
 
 
+@pytest.mark.slow
 def test_fresh_process_reproduces_in_process_translations(trained_model, exported):
     script = (
         "import json, sys, tensorflow as tf, tensorflow_text\n"
@@ -143,6 +146,7 @@ def test_the_export_decodes_with_what_it_derived_from_the_weights_once(trained_m
         assert all(b != a for b, a in zip(before, after) if b != 0.0)
 
 
+@pytest.mark.slow
 def test_exporting_leaves_the_translator_decoding_with_its_current_weights(trained_model,
                                                                            tmp_path):
     """The export's stored transpose never reaches the caller's translator, which (in training's
@@ -191,6 +195,7 @@ def _n_best(text):
     return [(int(i), t, float(s)) for i, t, s in rows]
 
 
+@pytest.mark.slow
 def test_translate_n_best_writes_each_sentences_hypotheses_best_first(trained_model, exported,
                                                                       tmp_path, capsys):
     source = tmp_path / "in.txt"
@@ -228,6 +233,7 @@ def test_n_best_beyond_the_exports_is_one_line(exported, tmp_path, capsys):
             in capsys.readouterr().err.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_sampling_is_seeded(trained_model, tmp_path, capsys):
     source = tmp_path / "in.txt"
     source.write_text("\n".join(SENTENCES * 2) + "\n")
@@ -272,6 +278,7 @@ def test_a_tflite_export_refuses_n_best(trained_model, tmp_path, capsys):
     assert not os.listdir(tmp_path)
 
 
+@pytest.mark.slow
 def test_min_decode_length_leaves_no_translation_empty(trained_model, corpus, tmp_path, capsys):
     """The tiny model's wide beam without a length penalty (which favours short hypotheses)
     translates some test sentences into nothing; with the default --min_decode_length none, and

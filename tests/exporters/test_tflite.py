@@ -54,6 +54,7 @@ def export(dense_model, tmp_path_factory):
     return export
 
 
+@pytest.mark.slow
 def test_densenmt_overfits_multi30k_pairs_and_its_saved_model_translates(dense_model,
                                                                          multi30k_dir):
     _, run = dense_model
@@ -61,6 +62,7 @@ def test_densenmt_overfits_multi30k_pairs_and_its_saved_model_translates(dense_m
     assert score > 20, score
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_tflite_outputs_exactly_the_saved_model_ids(dense_model, export, multi30k_dir, beam_size):
     model_dir, _ = dense_model
@@ -106,6 +108,7 @@ def test_the_standalone_reference_runner_reproduces_tfnmt_translate(export, mult
                                                                  sources, 4)
 
 
+@pytest.mark.slow
 def test_quantised_tflite_agrees_on_most_sentences_and_is_smaller(export, multi30k_dir):
     plain = export("--format=tflite", "--beam_size=1")
     dynamic = export("--format=tflite", "--beam_size=1", "--quantize=dynamic")
@@ -159,6 +162,7 @@ def tiny_densenmt(tmp_path_factory):
     return make
 
 
+@pytest.mark.slow
 def test_a_table_shared_by_the_lookups_and_the_softmax_is_stored_once_in_int8(tiny_densenmt):
     # The phone model's one table (configs/densenmt/phone.cfg) feeds the embedding lookups and
     # the output layer: quantised per output channel for the output layer and per tensor for
@@ -169,6 +173,7 @@ def test_a_table_shared_by_the_lookups_and_the_softmax_is_stored_once_in_int8(ti
     assert _int8_buffers_of_shape(flatbuffer, [translator.target_vocab.size, 32]) == 1
 
 
+@pytest.mark.slow
 def test_conversions_of_different_models_in_one_process_all_succeed(tiny_densenmt):
     # The converter left a function named while_cond_function_0 in the process's TensorFlow
     # context; the next conversion that named one so with another body failed with "Attempting
@@ -179,6 +184,7 @@ def test_conversions_of_different_models_in_one_process_all_succeed(tiny_densenm
         assert flatbuffer[4:8] == b"TFL3"  # the flatbuffer's file identifier
 
 
+@pytest.mark.slow
 def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, monkeypatch,
                                                                  tmp_path, caplog):
     from tfnmt import model_dir as model_dir_lib

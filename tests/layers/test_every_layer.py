@@ -156,6 +156,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_layer(case):
     layer_cls, init_kwargs, args, kwargs, shape, options = CASES[case]

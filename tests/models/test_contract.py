@@ -110,6 +110,7 @@ def _train(model, steps):
 _BFLOAT16 = sorted(set(TINY) - {"hybrid", "deepgru"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, policy",
                          [(name, "mixed_float16") for name in CONTRACT]
                          + [(name, "mixed_bfloat16") for name in _BFLOAT16],
@@ -146,6 +147,7 @@ def test_mixed_precision_trains_with_finite_loss_and_logits_and_models_resume(na
     assert np.all(np.isfinite(tf.cast(logits, tf.float32).numpy()))
 
 
+@pytest.mark.slow
 def test_model_trained_under_mixed_float16_resumes_and_translates_the_same_exported(corpus, tmp_path):
     model_dir_path = str(tmp_path / "model")
     # No validation BLEU: decoding is checked below, against the export.
@@ -186,6 +188,7 @@ def built():
     return get
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CONTRACT)
 def test_config_round_trip_builds_the_same_model(name, built):
     model = built(name)
@@ -213,11 +216,13 @@ def untrained(trained_model):
     return untrained_models(trained_model, sorted(TINY))
 
 
+@pytest.mark.slow
 def test_every_model_decodes_within_the_length_limit_and_its_export_translates_alike_in_a_fresh_process(
         untrained, tmp_path):
     decode_within_the_limit_and_compare_exports(*untrained, tmp_path)
 
 
+@pytest.mark.slow
 def test_every_model_runs_on_tflite_as_in_process(untrained, trained_model, tmp_path):
     """Every model's step converts to a builtin-ops flatbuffer that gives the in-process ids
     (greedy search: the beam search around the step is the same code for every model and

@@ -394,6 +394,7 @@ TINY_FLAGS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TINY_FLAGS))
 def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, multi30k_dir,
                                                                       tmp_path, capsys, caplog):
@@ -445,6 +446,7 @@ def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, mu
     assert "longer than the source window of the model" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_multi30k_configs_compare_the_encoders_at_a_similar_size(monkeypatch, capsys):
     from conftest import REPO
     monkeypatch.chdir(REPO)  # the flagfiles include their recipe by a path from the root

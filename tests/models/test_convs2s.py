@@ -107,6 +107,7 @@ def test_gradients_into_the_encoder_output_are_scaled_by_one_over_twice_the_atte
         np.testing.assert_allclose(scaled, plain / 6.0, rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_convs2s_overfits_multi30k_pairs_and_the_export_translates_them(multi30k_dir, tmp_path):
     run = overfit_export_and_compare(
         str(tmp_path), multi30k_dir, "--model=convs2s", "--encoder_layers=2", "--decoder_layers=2",

@@ -83,6 +83,7 @@ def test_model_loss_drops_the_eos_and_counts_impossible_pairs():
     assert model._reports["total/dropped_pairs"].numpy() == 1
 
 
+@pytest.mark.slow
 def test_training_logs_the_dropped_pairs_and_never_sees_an_infinite_loss(corpus, tmp_path):
     # k = 1 on reversed word-for-word pairs: a target with equal neighbours cannot be aligned.
     model_dir = str(tmp_path / "m")
@@ -123,6 +124,7 @@ def ctc_model(multi30k_dir, tmp_path_factory):
     return run.model_dir, run, run.saved_model
 
 
+@pytest.mark.slow
 def test_tiny_ctc_model_overfits_multi30k_and_its_saved_model_matches_in_process(
         ctc_model, multi30k_dir, capsys):
     _, run, export = ctc_model
@@ -137,6 +139,7 @@ def test_tiny_ctc_model_overfits_multi30k_and_its_saved_model_matches_in_process
     assert "has no signature 'nbest'; it has beam, serving_default" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_decode_bench_compares_every_signature_of_several_exports(ctc_model, trained_model,
                                                                   multi30k_dir, tmp_path, capsys):
     _, _, ctc_export = ctc_model

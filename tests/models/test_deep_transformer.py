@@ -64,6 +64,7 @@ def copy_weights(source, target):
         v.assign(by_path[v.path.split("/", 1)[1]])
 
 
+@pytest.mark.slow
 def test_with_every_option_off_it_is_the_plain_transformer():
     plain = make("transformer")
     deep = make(multi_layer_attention=1)
@@ -120,6 +121,7 @@ def test_incremental_decoding_equals_teacher_forcing_with_every_option_on(encode
     assert len(set(paths)) == len(paths)
 
 
+@pytest.mark.slow
 def test_pre_norm_deep_model_decodes_incrementally_and_ignores_source_padding():
     # (Incremental == teacher forcing also shows that teacher forcing is causal.)
     model = make(pre_norm=True, encoder_aggregation="hierarchical", decoder_aggregation="hierarchical",
@@ -169,6 +171,7 @@ def test_bad_settings_are_config_errors(bad, message):
 
 
 # --- end to end ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_hierarchical_with_diversity_overfits_multi30k_and_its_export_matches(multi30k_dir, tmp_path):
     # The translation loss falls from 5.0 to 0.46 nats per target token over steps 61-80 (below
     # 1.2 is asserted; at a learning rate of 1e-12 it stays near 6); the objective, which subtracts

@@ -175,6 +175,7 @@ def test_bad_choices_are_config_errors():
 # fewer loops; the stacks' connections are the unit tests' business. At a learning rate of 1e-12
 # both stay near 6. (Those are the first 40 pairs; the test trains on the first 20, which LAU
 # takes to 0.25 over steps 49-64 and the 1+1-layer GRU to 0.09 over steps 37-48, from about 5.)
+@pytest.mark.slow
 @pytest.mark.parametrize("name,layers,steps,learning_rate",
                          [("deeplau", 2, 64, 1e-2), ("deepgru", 1, 48, 2e-2)])
 def test_tiny_model_overfits_multi30k_and_its_export_matches_in_process(name, layers, steps,

@@ -25,6 +25,7 @@ GRID = list(itertools.product(["dense", "residual"], ["dense", "residual"],
                               ["multistep", "dense1", "dense2", "none"]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoder,decoder,attention", GRID)
 def test_every_combination_decodes_incrementally_like_teacher_forcing(encoder, decoder, attention):
     model = make(encoder=encoder, decoder=decoder, attention=attention, sumlen=3, table_dim=6)
@@ -34,6 +35,7 @@ def test_every_combination_decodes_incrementally_like_teacher_forcing(encoder, d
     assert len(set(paths)) == len(paths), sorted(p for p in paths if paths.count(p) > 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention", ["multistep", "dense1", "dense2"])
 def test_decoder_is_causal_and_source_padding_is_masked(attention):
     model = make(attention=attention, sumlen=3)
@@ -174,6 +176,7 @@ def test_dense_layers_read_eq_6_and_7_concatenations_and_summaries_are_glu_plus_
     assert_close(x, np.concatenate(features, -1))
 
 
+@pytest.mark.slow
 def test_small_embeddings_are_projected_to_the_model_width():
     model = make(table_dim=4)
     assert model.encoder.embedder.embedding.embeddings.shape == (50, 4)
@@ -183,6 +186,7 @@ def test_small_embeddings_are_projected_to_the_model_width():
     assert make().encoder.embedder.projection is None
 
 
+@pytest.mark.slow
 def test_narrow_positions_are_table_dim_wide_with_their_own_projection():
     # The authors' released code: a position table as narrow as the token table, and its own
     # linear map to the model width.
@@ -230,6 +234,7 @@ def test_convs2s_pins_the_residual_switches():
     assert model.encoder.embedder.embedding.embeddings.shape == (50, 8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("decoder,attention", [("dense", "dense2"), ("residual", "multistep")])
 def test_shared_and_tied_tables_are_one_matrix_for_source_target_and_softmax(decoder, attention):
     # The phone model's (not the paper's): source, target and softmax share one table.

@@ -55,6 +55,7 @@ def test_a_hybrid_reads_only_the_flags_of_its_parts():
     assert hybrid.with_defaults({"encoder_type": "densenmt"})["attention"] == "dense2"
 
 
+@pytest.mark.slow
 def test_the_hybrid_config_trains_a_few_steps(corpus, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # the flagfile includes a shared recipe by its path from the root
     model_dir = str(tmp_path / "m")

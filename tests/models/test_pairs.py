@@ -7,6 +7,8 @@ alone), which one pair shows; where two parts meet, the memory they pass, decodi
 shows for every pair. (The rest of the contract runs over the pairs in test_contract.py; this
 check has a file of its own so that the test workers share its time.)"""
 
+import pytest
+
 from contract import PAIRS, covering, decode_within_the_limit_and_compare_exports, untrained_models
 
 
@@ -19,6 +21,7 @@ def test_covering_pairs_are_few_and_name_every_part():
     assert len(chosen) <= max(len({e for e, _ in parts}), len({d for _, d in parts})) + 1
 
 
+@pytest.mark.slow
 def test_every_pair_decodes_within_the_length_limit_and_a_covering_set_exports_alike_in_a_fresh_process(
         trained_model, tmp_path):
     decode_within_the_limit_and_compare_exports(*untrained_models(trained_model, PAIRS), tmp_path,

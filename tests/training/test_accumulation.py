@@ -89,6 +89,7 @@ def test_a_model_compiled_by_keras_alone_refuses_to_train_and_names_the_step_to_
     assert np.isfinite(model.evaluate(batches, verbose=0))
 
 
+@pytest.mark.slow
 def test_accumulated_steps_count_once_per_n_batches_and_resume_after_the_last_batch(corpus, tmp_path):
     model_dir = str(tmp_path / "m")
     for steps in (3, 6):  # the second run resumes the first

@@ -39,6 +39,7 @@ def _flat(batch):
             features["target_in"].numpy(), labels.numpy()]
 
 
+@pytest.mark.slow
 def test_a_saved_stream_goes_on_with_the_batches_of_an_uninterrupted_one(stream_parts, tmp_path):
     uninterrupted = iter(_stream(stream_parts))
     expected = [_flat(next(uninterrupted)) for _ in range(120)]  # over an epoch's end
@@ -58,6 +59,7 @@ def test_a_saved_stream_goes_on_with_the_batches_of_an_uninterrupted_one(stream_
             np.testing.assert_array_equal(got, value)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_without_the_streams_state_or_with_another_pipelines_is_kept(
         stream_parts, tmp_path, caplog):
     # Written before the state was saved: restored, without it.
@@ -79,6 +81,7 @@ def test_a_checkpoint_without_the_streams_state_or_with_another_pipelines_is_kep
     assert checkpoints.list_checkpoints(str(tmp_path / "other"))[0].endswith("ckpt-1")
 
 
+@pytest.mark.slow
 def test_a_resumed_run_trains_the_batches_of_an_uninterrupted_one_without_remaking_any(
         corpus, tmp_path, monkeypatch, caplog):
     def flags(model_dir, steps):

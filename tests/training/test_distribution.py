@@ -31,6 +31,7 @@ def _weights(model_dir):
             if k.startswith("model/") or k.startswith("data_position")}
 
 
+@pytest.mark.slow
 def test_mirrored_trains_the_same_batches_as_one_device(corpus, tmp_path):
     # One CPU: a single replica, but the whole tf.distribute path (scope, distributed dataset,
     # replica-context loss and data position) instead of the plain one.
@@ -126,6 +127,7 @@ def killed_and_resumed(corpus, tmp_path_factory):
                 resumed=[_read(logs, "resumed", i) for i in range(2)])
 
 
+@pytest.mark.slow
 def test_two_workers_train_in_lockstep_and_only_the_chief_writes(killed_and_resumed):
     run = killed_and_resumed
     assert run["resumed_codes"] == [0, 0], run["resumed"][0][-3000:] + run["resumed"][1][-3000:]

@@ -3,6 +3,8 @@ good checkpoint, keeps the checkpoints written before and writes none of the div
 
 import os
 
+import pytest
+
 from conftest import run_cli, run_cli_subprocess, tiny_train_flags
 from tfnmt import json_files
 from tfnmt.training import checkpoints
@@ -20,6 +22,7 @@ def _steps(model_dir):
     return sorted(int(p.rsplit("-", 1)[1]) for p in checkpoints.list_checkpoints(model_dir))
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_one_line_and_keeps_only_the_checkpoints_before(corpus, tmp_path):
     model_dir = str(tmp_path / "m")
     done = run_cli_subprocess("train", *_diverging(corpus, model_dir))
@@ -35,6 +38,7 @@ def test_a_diverged_run_is_one_line_and_keeps_only_the_checkpoints_before(corpus
     assert "--learning_rate" in last
 
 
+@pytest.mark.slow
 def test_a_run_that_diverges_before_any_save_says_so(corpus, tmp_path, capsys):
     model_dir = str(tmp_path / "m")
     flags = [f for f in _diverging(corpus, model_dir) if f != "--save_every=1"]

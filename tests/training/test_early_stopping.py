@@ -3,6 +3,8 @@ validations without improvement, says why, and a resumed run remembers the count
 
 import logging
 
+import pytest
+
 import tensorflow as tf
 
 from conftest import run_cli, tiny_train_flags
@@ -22,6 +24,7 @@ def _train(corpus, model_dir, steps, *extra):
     assert run_cli("train", *flags) == 0
 
 
+@pytest.mark.slow
 def test_stops_after_patience_validations_without_improvement_and_remembers_the_count(
         corpus, tmp_path, caplog):
     model_dir = str(tmp_path / "m")

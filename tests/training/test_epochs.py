@@ -40,6 +40,7 @@ def _validation_steps(model_dir):
     return [step for step, _ in events(model_dir, "validation/loss")]
 
 
+@pytest.mark.slow
 def test_validate_per_epoch_validates_right_after_each_epoch_ends(corpus, tmp_path):
     model_dir = str(tmp_path / "m")
     steps = 45

@@ -40,6 +40,7 @@ def _copy_of(trained_model, tmp_path):
     return model_dir
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_last_checkpoint(corpus, trained_model, tmp_path):
     model_dir = _copy_of(trained_model, tmp_path)
     before = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
@@ -59,6 +60,7 @@ def test_resume_refuses_a_different_architecture(corpus, trained_model, capsys):
     assert "trained with --d_model=32, not 64" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one_and_is_set_aside(
         corpus, trained_model, tmp_path, caplog):
     model_dir = _copy_of(trained_model, tmp_path)
@@ -142,6 +144,7 @@ def test_adadelta_uses_the_deeplau_setting():
     assert optimizer.rho == 0.95 and optimizer.epsilon == 1e-6
 
 
+@pytest.mark.slow
 def test_mixed_precision_trains_and_translates_in_float32(corpus, tmp_path):
     model_dir = str(tmp_path / "m")
     flags = [f for f in tiny_train_flags(corpus, model_dir, steps=6) if not f.startswith("--bleu")]
@@ -157,6 +160,7 @@ def test_mixed_precision_trains_and_translates_in_float32(corpus, tmp_path):
     assert (tmp_path / "out.txt").read_text().count("\n") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, policy", [("avx2 fma", "float32"),
                                            ("avx2 avx512f avx512_bf16", "mixed_bfloat16")])
 def test_precision_auto_trains_in_what_the_cpu_computes_natively(corpus, tmp_path, monkeypatch,
@@ -181,6 +185,7 @@ def test_precision_auto_trains_in_what_the_cpu_computes_natively(corpus, tmp_pat
     assert checkpoints.resolve(model_dir).endswith("ckpt-4")
 
 
+@pytest.mark.slow
 def test_resume_with_another_optimizer_is_refused(corpus, trained_model, tmp_path, capsys):
     model_dir = _copy_of(trained_model, tmp_path)  # trained with adam
     assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90), "--optimizer=adadelta",
@@ -189,6 +194,7 @@ def test_resume_with_another_optimizer_is_refused(corpus, trained_model, tmp_pat
     assert len(errors) == 1 and "does not match this model and optimizer" in errors[0]
 
 
+@pytest.mark.slow
 def test_deterministic_runs_are_bit_identical(corpus, tmp_path):
     def weights(name):
         model_dir = str(tmp_path / name)

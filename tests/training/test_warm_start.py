@@ -22,6 +22,7 @@ def make(name="deep_transformer", **overrides):
     return model
 
 
+@pytest.mark.slow
 def test_warm_start_loads_the_baselines_weights_and_initialises_the_new_ones(tmp_path):
     baseline = make("transformer")
     path = tf.train.Checkpoint(**checkpoints.trackables(baseline)).write(str(tmp_path / "ckpt-1"))
@@ -56,6 +57,7 @@ def test_warm_start_loads_the_baselines_weights_and_initialises_the_new_ones(tmp
         checkpoints.warm_start(deep, str(broken / "ckpt-1"))
 
 
+@pytest.mark.slow
 def test_init_from_the_command_line(corpus, trained_model, tmp_path, capsys, caplog):
     # trained_model: a 1+1-layer transformer; its layers and embeddings start layer 0 of a
     # 2+2-layer deep model, whose second layers and aggregation nodes are new.
