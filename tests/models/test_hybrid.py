@@ -69,3 +69,10 @@ def test_the_hybrid_config_trains_a_few_steps(corpus, tmp_path, monkeypatch):
     losses = [loss for _, loss in events(model_dir, "train/loss")]
     assert len(losses) == 2 and np.all(np.isfinite(losses))
     assert os.path.exists(os.path.join(model_dir, "ckpt", "ckpt-6.index"))
+
+
+@pytest.mark.parametrize("encoder, decoder", [("transformer", "densenmt"), ("densenmt", "transformer")])
+def test_a_transformer_part_refuses_heads_that_do_not_divide_its_width(encoder, decoder):
+    with pytest.raises(ConfigError, match="--d_model=30 is not divisible by --num_heads=4"):
+        catalog.get("hybrid")(50, 50, encoder_type=encoder, decoder_type=decoder,
+                              **dict(TRANSFORMER, **DENSENMT, d_model=30, num_heads=4))

@@ -25,6 +25,7 @@ from tfnmt.layers.hparams import HParam
 from tfnmt.layers.part import DECODERS, ENCODERS, can_read
 from tfnmt.models.base import EncoderDecoder
 from tfnmt.models.registry import register
+from tfnmt.models.transformer import check_heads
 
 for _package in (encoders, decoders):
     for _module in pkgutil.iter_modules(_package.__path__):
@@ -80,8 +81,8 @@ class Hybrid(EncoderDecoder):
     def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
         h = self.hparams
-        if "num_heads" in h and h["d_model"] % h["num_heads"]:
-            raise ConfigError(f"--d_model={h['d_model']} is not divisible by --num_heads={h['num_heads']}")
+        if "num_heads" in h:  # a Transformer part
+            check_heads(h)
         encoder_class, decoder_class = self.parts(h)
         self.encoder = encoder_class(h, source_vocab_size, name="encoder", scope=self.name)
         self.decoder = decoder_class(h, target_vocab_size, encoder=self.encoder, name="decoder",

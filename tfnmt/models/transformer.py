@@ -20,6 +20,10 @@ def check_shared_embeddings(h, source_vocab_size, target_vocab_size):
 def check_hparams(h, source_vocab_size, target_vocab_size):
     """The settings every model built from Transformer layers must satisfy."""
     check_shared_embeddings(h, source_vocab_size, target_vocab_size)
+    check_heads(h)
+
+
+def check_heads(h):
     if h["d_model"] % h["num_heads"]:
         raise ConfigError(f"--d_model={h['d_model']} is not divisible by --num_heads={h['num_heads']}")
 

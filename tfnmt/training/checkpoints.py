@@ -26,7 +26,7 @@ from absl import logging
 
 from tfnmt import json_files
 from tfnmt.errors import CheckpointError, ConfigError, cannot_write, write_errors
-from tfnmt.training.options import BEST_METRICS
+from tfnmt.training.options import BEST_METRICS, TrainOptions
 
 LAST_DIR, BEST_DIR = "ckpt", "best"
 _BEST_INDEX = "best.json"
@@ -114,8 +114,9 @@ class Checkpoints:
     directory that is deleted at once; best-checkpoint decisions use an in-memory copy of the
     chief's index, so they are taken exactly as the chief takes them."""
 
-    def __init__(self, model_dir, objects, keep_last=5, keep_best=5, best_metric="loss", chief=True,
-                 optional=(), stream=None):
+    def __init__(self, model_dir, objects, keep_last=TrainOptions.keep_checkpoints,
+                 keep_best=TrainOptions.keep_best, best_metric=TrainOptions.best_metric,
+                 chief=True, optional=(), stream=None):
         """optional: names of `objects` that older checkpoints may lack (state of a feature
         turned on when resuming); they keep their initial values then. stream: the training
         stream (training/stream_state.py SavedStream), saved too."""
