@@ -290,7 +290,7 @@ def test_full_disk_while_keeping_a_best_checkpoint_keeps_the_previous_best(tmp_p
 
     def write_json(path, value):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(checkpoints, "_write_json", write_json)  # after best/ckpt-2 is written
+    monkeypatch.setattr(checkpoints.state, "write_json", write_json)  # after best/ckpt-2 is written
     with pytest.raises(OutputError, match=r"cannot write .*/best/ckpt-2: no space left on device"):
         manager.offer_best(2, {"loss": 2.0})
     assert checkpoints.read_best_index(model_dir) == [{"step": 1, "loss": 3.0, "path": "ckpt-1"}]
