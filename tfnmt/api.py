@@ -186,7 +186,7 @@ class Translator:
         `where` defaulting to "sources", the first source its line `first_line`), before it
         returns; `progress`, e.g. `tqdm(total=len(sources))`, is told of every batch
         (`update(n)`)."""
-        from tfnmt.decoding.translator import translated_batches
+        from tfnmt.decoding.batches import translated_batches
         sources = _strings("sources", sources)
         if target_prefix is not None:
             target_prefix = self._prefixes(sources, target_prefix, n_best, alignments)

@@ -8,7 +8,8 @@ from conftest import _WORDS
 from tfnmt.data.vocab import EOS_ID, PAD_ID, Vocab, train_sentencepiece
 from tfnmt.decoding import chunking
 from tfnmt.decoding.options import DecodingOptions
-from tfnmt.decoding.translator import Translator, translate_sentences
+from tfnmt.decoding.batches import translate_sentences
+from tfnmt.decoding.translator import Translator
 from tfnmt.errors import DataError
 from tfnmt.models.base import Seq2SeqModel
 

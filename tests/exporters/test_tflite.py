@@ -13,7 +13,8 @@ from conftest import multi30k_lines, run_cli, synthetic_pairs
 from contract import overfit_export_and_compare
 from tfnmt.data import vocab
 from tfnmt.decoding.options import DecodingOptions
-from tfnmt.decoding.translator import Translator, translate_sentences
+from tfnmt.decoding.batches import translate_sentences
+from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
 from tfnmt.evaluation import bleu
 from tfnmt.exporters import tflite

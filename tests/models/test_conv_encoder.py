@@ -15,7 +15,7 @@ from contract import assert_incremental_equals_teacher_forcing, overfit_export_a
 from tfnmt.data.vocab import EOS_ID, PAD_ID
 from tfnmt.decoding import chunking
 from tfnmt.decoding.options import DecodingOptions
-from tfnmt.decoding.translator import translate_sentences
+from tfnmt.decoding.batches import translate_sentences
 from tfnmt.errors import ConfigError
 from tfnmt.exporters import tflite
 from tfnmt.models import catalog

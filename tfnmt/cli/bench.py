@@ -37,7 +37,7 @@ from tfnmt.cli.flags import read, read_fields
 from tfnmt.cli.options import BenchOptions, TranslationOptions
 from tfnmt.data import sources
 from tfnmt.data.options import DataOptions
-from tfnmt.decoding.translator import translate_sentences
+from tfnmt.decoding.batches import translate_sentences
 from tfnmt.errors import ConfigError, UserError
 from tfnmt.exporters.options import ExportOptions
 from tfnmt.serving.options import BatchingOptions, ClientOptions, ExportedModelOptions

@@ -31,7 +31,7 @@ from tfnmt.cli.options import ScoreOptions, TranslationOptions
 from tfnmt.cli.verbs import SCORING_DECODING
 from tfnmt.data.text_files import decode_lines, read_lines
 from tfnmt.decoding.results import Translation
-from tfnmt.decoding.translator import n_best_lines
+from tfnmt.decoding.batches import n_best_lines
 from tfnmt.errors import ConfigError, DataError, cannot_write
 from tfnmt.serving import backends
 

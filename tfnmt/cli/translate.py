@@ -32,7 +32,7 @@ from tfnmt.cli.options import TranslationOptions
 from tfnmt.data.text_files import decode_lines, read_lines, require_file
 from tfnmt.decoding import alignments
 from tfnmt.decoding.options import DecodingOptions
-from tfnmt.decoding.translator import STREAM_WINDOW_BATCHES, OrderedWriter, n_best_lines
+from tfnmt.decoding.batches import STREAM_WINDOW_BATCHES, n_best_lines
 from tfnmt.errors import ConfigError, DataError, cannot_write
 
 
@@ -209,3 +209,24 @@ def _write(t, wanted, translator, lines, prefixes=None):
         if output.writer.written < len(lines) and t.output != "-":
             logging.warning("%s holds the first %d of %d translations", t.output,
                             output.writer.written, len(lines))
+
+
+class OrderedWriter:
+    """Writes translations that arrive out of order (`put(index, text)`) as lines in input
+    order, each as soon as every line before it is known, and flushes: whatever stops the run,
+    the stream holds complete lines, a prefix of the output. Only lines waiting for an earlier
+    one are held back."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.written = 0
+        self._waiting = {}
+
+    def put(self, index, text):
+        self._waiting[index] = text
+        if index != self.written:
+            return
+        while self.written in self._waiting:
+            self.stream.write(self._waiting.pop(self.written) + "\n")
+            self.written += 1
+        self.stream.flush()

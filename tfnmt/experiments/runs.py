@@ -246,7 +246,8 @@ def score(run, root, settings, record=None):
     import keras
     from tfnmt import model_dir as model_dir_lib
     from tfnmt.decoding.options import DecodingOptions
-    from tfnmt.decoding.translator import Translator, translate_sentences
+    from tfnmt.decoding.batches import translate_sentences
+    from tfnmt.decoding.translator import Translator
     from tfnmt.evaluation import bleu, length_buckets
     from tfnmt.training import checkpoints
 

@@ -13,7 +13,7 @@ from absl import logging
 
 from tfnmt import json_files, progress
 from tfnmt.errors import DivergedError
-from tfnmt.decoding.translator import translate_sentences
+from tfnmt.decoding.batches import translate_sentences
 from tfnmt.evaluation import bleu
 from tfnmt.models.base import TOTAL_PREFIX
 from tfnmt.training.options import BEST_METRICS, SHRINK_MODES
