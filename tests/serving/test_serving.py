@@ -27,7 +27,8 @@ from tfnmt.serving.client import ServerError, ServingClient, load_test
 from tfnmt.serving.models import ModelManager
 from tfnmt.serving.options import BatchingOptions
 from tfnmt.serving.options import ServeOptions
-from tfnmt.serving.rest import RestApi, format_float
+from tfnmt.serving.rest import RestApi
+from tfnmt.serving.tf_json import format_float
 from tfnmt.serving.status import ServingError
 from tfnmt.training import checkpoints
 

@@ -14,23 +14,18 @@ limits on sentences), 413 for a body over --max_request_bytes, 404 for an unknow
 version, 503 when the batching queue is full, 504 past --rest_api_timeout_in_ms. Messages follow
 TF Serving's where it has one for the case, and name the item and the flag concerned.
 
-Against web pages (which TF Serving does not consider): a :predict body not sent as
-application/json gets 415 (`check_json_body`).
-A request whose Host header is not this server's gets 403 (`host_allowed`).
-Every answer says `X-Content-Type-Options: nosniff`, and the demo page has a
-Content-Security-Policy allowing its own inline script and style only (`demo_page_policy`).
+Against web pages (web_safety.py): 415 for a :predict body not sent as application/json, 403
+for a Host header that is not this server's, `X-Content-Type-Options: nosniff` on every answer
+and a Content-Security-Policy on the demo page. Bodies are written as TF Serving writes them
+(tf_json.py).
 """
 
 import base64
-import hashlib
-import ipaddress
 import json
-import math
 import os
 import re
 import time
 
-import numpy as np
 from absl import logging
 from google.protobuf import json_format
 from tensorflow.core.framework import types_pb2
@@ -38,6 +33,8 @@ from tensorflow.core.framework import types_pb2
 from tfnmt.serving.options import ServeOptions
 from tfnmt.serving.status import (ServingError, invalid_argument, request_too_large,
                                   sentence_too_long)
+from tfnmt.serving.tf_json import dumps, error_body, predict_response
+from tfnmt.serving.web_safety import check_json_body, demo_page_policy, host_allowed, host_name
 
 _PREDICT = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
                       r":(classify|regress|predict)", re.IGNORECASE)
@@ -50,143 +47,6 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"
             504: "Gateway Timeout"}
 _INT64_MAX = (1 << 63) - 1
 DEMO_PAGE = os.path.join(os.path.dirname(__file__), "demo.html")
-_HOST = re.compile(r"\[([^\]]*)\](?::\d*)?|([^:\[\]]*)(?::\d*)?")
-
-
-# --- what a web page may not do ------------------------------------------------------------------
-
-def check_json_body(environ):
-    """415 unless the body is sent as application/json (UTF-8, JSON's only encoding). A browser
-    sends text/plain, form and multipart bodies, or a body of no type, to another origin without
-    asking first (no CORS preflight): without this any web page could use the server."""
-    given = environ.get("CONTENT_TYPE", "").strip()
-    media_type, _, parameters = given.partition(";")
-    charset = re.search(r"charset\s*=\s*\"?([^\";\s]*)", parameters, re.IGNORECASE)
-    if media_type.strip().lower() == "application/json" and (
-            not charset or charset.group(1).lower() in ("utf-8", "utf8")):
-        return
-    # TF Serving has no such check, so no code of its own for it: HTTP's 415.
-    raise ServingError("INVALID_ARGUMENT", f"{'Content-Type ' + repr(given) if given else 'no Content-Type'}"
-                       ": a request body must be JSON sent with Content-Type: application/json",
-                       http_status=415)
-
-
-def host_name(header):
-    """The host of a Host header, lower-case, without its port and an IPv6 address's brackets;
-    None if it is no host."""
-    match = _HOST.fullmatch(header.strip().lower())
-    return match and (match.group(1) if match.group(1) is not None else match.group(2)).rstrip(".")
-
-
-def host_allowed(host, bound, names):
-    """Whether a request for `host` (a `host_name`) is answered by a server listening on
-    `bound` that also answers for `names`. DNS rebinding, which lets a web page read this server's
-    answers, needs a host name of the attacker's, so names are checked against a list (as
-    Jupyter does) and addresses are not: any loopback address, the listening address, and,
-    listening on every interface, every address."""
-    if host is None:
-        return False
-    if "*" in names or host in names or host == "localhost" or host == bound:
-        return True
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return True
-    except ValueError:
-        return False
-    try:
-        return ipaddress.ip_address(bound).is_unspecified
-    except ValueError:  # listening on a host name's addresses
-        return False
-
-
-def _inline_hashes(page, tag):
-    return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
-                    for text in re.findall(rf"<{tag}>(.*?)</{tag}>", page, re.S))
-
-
-def demo_page_policy(page):
-    """The demo page's Content-Security-Policy: its own inline script and style (by their
-    hashes, so an injected one would not run), requests to this server only, nothing else."""
-    return (f"default-src 'none'; script-src {_inline_hashes(page, 'script')}; "
-            f"style-src {_inline_hashes(page, 'style')}; connect-src 'self'; base-uri 'none'; "
-            "form-action 'none'; frame-ancestors 'none'")
-
-
-# --- JSON as TF Serving writes it ------------------------------------------------------------
-
-class _Number:
-    """A number token written verbatim."""
-    __slots__ = ("text",)
-
-    def __init__(self, text):
-        self.text = text
-
-
-def format_float(value, float32=True):
-    """TF Serving's WriteDecimal: six significant digits ("%g") when that reads back as the same
-    number, else full precision (9 digits for float32, 17 for float64); ".0" on whole numbers;
-    NaN and +-Infinity as bare tokens."""
-    value = np.float32(value) if float32 else np.float64(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "-Infinity" if value < 0 else "Infinity"
-    text = "%g" % value
-    if (np.float32(text) if float32 else np.float64(text)) != value:
-        text = "%.*g" % (9 if float32 else 17, value)
-    if "." not in text and "e" not in text:
-        text += ".0"
-    return text
-
-
-def _dumps(value, level=0):
-    # rapidjson's PrettyWriter layout (4-space indent), which TF Serving uses for predictions.
-    pad, end = "    " * (level + 1), "    " * level
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        items = ",\n".join(f"{pad}{json.dumps(k, ensure_ascii=False)}: {_dumps(v, level + 1)}"
-                           for k, v in value.items())
-        return "{\n" + items + "\n" + end + "}"
-    if isinstance(value, list):
-        if not value:
-            return "[]"
-        return "[\n" + ",\n".join(pad + _dumps(v, level + 1) for v in value) + "\n" + end + "]"
-    if isinstance(value, _Number):
-        return value.text
-    return json.dumps(value, ensure_ascii=False)
-
-
-def error_body(message):
-    return _dumps({"error": message})
-
-
-def _column(name, array):
-    """An output vector as JSON values (strings decoded; "*_bytes" outputs as {"b64": ...});
-    a matrix (the `n_best` signature's) as a list of rows."""
-    if array.ndim > 1:
-        return [_column(name, row) for row in array]
-    if array.dtype.kind in ("S", "O"):
-        if name.endswith("_bytes"):
-            return [{"b64": base64.b64encode(v).decode("ascii")} for v in array]
-        return [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else str(v) for v in array]
-    if array.dtype.kind == "f":
-        return [_Number(format_float(v, array.dtype == np.float32)) for v in array]
-    if array.dtype.kind == "b":
-        return [bool(v) for v in array]
-    return [int(v) for v in array]
-
-
-def predict_response(outputs, row_format):
-    """TF Serving's response: rows {"predictions": [...]} or columns {"outputs": ...}; with one
-    output, its values stand alone instead of inside {name: value} objects."""
-    columns = {name: _column(name, outputs[name]) for name in sorted(outputs)}
-    if not row_format:
-        return {"outputs": columns if len(columns) > 1 else next(iter(columns.values()))}
-    if len(columns) == 1:
-        return {"predictions": next(iter(columns.values()))}
-    size = len(next(iter(columns.values())))
-    return {"predictions": [{name: values[i] for name, values in columns.items()} for i in range(size)]}
 
 
 def _short(value):
@@ -492,5 +352,5 @@ class RestApi:
                 if len(text) > self.max_sentence_chars:
                     raise sentence_too_long(i, len(text), self.max_sentence_chars)
         outputs = servable.predict(signature, texts, self.timeout)
-        return _dumps(predict_response(outputs, row_format))
+        return dumps(predict_response(outputs, row_format))
 

@@ -20,7 +20,7 @@ def _json_error_channel(max_request_bytes):
     from waitress.task import ErrorTask
     from waitress.utilities import RequestEntityTooLarge
 
-    from tfnmt.serving.rest import error_body
+    from tfnmt.serving.tf_json import error_body
     from tfnmt.serving.status import request_too_large
 
     class JsonErrorTask(ErrorTask):
