@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from tfnmt.evaluation import bleu
-from tfnmt.experiments import report
+from tfnmt.experiments import report, report_page
 
 REFERENCES = ["a man rides a red bike down the street", "two dogs play in the snow",
               "a woman is reading a book in the park", "children run on the beach",
@@ -63,7 +63,7 @@ def test_sacrebleus_own_count_is_restored_after_the_tests():
 def test_the_report_marks_p_values_of_identical_outputs():
     p = {"bootstrap": {"bleu": 1.0, "chrf": 1.0}, "randomization": {"bleu": 1.0, "chrf": 1.0}}
     row = {"significance": {"pooled": p, "per_seed": {"1": p, "2": p}, "identical_outputs": [2]}}
-    assert report._identical(row, 2) == " (identical outputs)"
-    assert report._identical(row, 1) == "" and report._identical(row, None) == ""
+    assert report_page._identical(row, 2) == " (identical outputs)"
+    assert report_page._identical(row, 1) == "" and report_page._identical(row, None) == ""
     row["significance"]["identical_outputs"] = [1, 2]
-    assert report._identical(row, None) == " (identical outputs)"
+    assert report_page._identical(row, None) == " (identical outputs)"

@@ -31,6 +31,7 @@ from tfnmt.evaluation import bleu, length_buckets
 from tfnmt.evaluation.options import ScoringOptions
 from tfnmt.experiments import options as options_lib
 from tfnmt.experiments import report as report_lib
+from tfnmt.experiments import report_page
 from tfnmt.experiments import runs as runs_lib
 from tfnmt.experiments.options import ExperimentOptions
 from tfnmt.training import checkpoints
@@ -241,7 +242,7 @@ def _print_summary(root, report):
         if split in report["signatures"]:
             print(f"  {split} BLEU signature: {report['signatures'][split]['bleu']}")
         rows = [(name, row) for name, row in report["results"][split].items()]
-        rows += [(f"{name} ({report_lib.averaged_label(report)})", row)
+        rows += [(f"{name} ({report_page.averaged_label(report)})", row)
                  for name, row in report.get("averaged_results", {}).get(split, {}).items()]
         for name, row in rows:
             if row["bleu_mean"] is not None:
