@@ -1,4 +1,4 @@
-"""The CTranslate2 comparison's judgement of its own figures (cli/bench_ctranslate2.py,
+"""The CTranslate2 comparison's judgement of its own figures (cli/bench_comparison.py,
 cli/bench_engine.py): the machine's other load, and figures that cannot all be true."""
 
 import subprocess
@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tfnmt.cli import bench_comparison as comparison
 from tfnmt.cli import bench_ctranslate2 as compare
 from tfnmt.cli.bench_engine import MachineLoad
 
@@ -37,7 +38,7 @@ def _result(engines, batch=32):
                           "greedy": {"beam_size": 1, "length_penalty": 0.0,
                                      "length_penalty_mode": "length"}},
               "agreement": {"beam": "9/10", "greedy": "10/10"}}
-    result["busiest"] = compare._busiest(engines)
+    result["busiest"] = comparison.busiest(engines)
     return result
 
 
@@ -46,7 +47,7 @@ QUIET = [_engine("tfnmt", "float32", 154.0, 35.0), _engine("ctranslate2", "float
 
 
 def test_a_quiet_run_prints_both_ratios_and_each_engines_fastest():
-    rows = compare.table(_result(QUIET)).splitlines()
+    rows = comparison.table(_result(QUIET)).splitlines()
     beam = rows[2].strip("|").split(" | ")
     assert [c.strip() for c in beam] == [
         "beam 5, batch 32", "154.0 sent/s", "279.0 sent/s", "0.55x",
@@ -54,7 +55,7 @@ def test_a_quiet_run_prints_both_ratios_and_each_engines_fastest():
     p50 = [c.strip() for c in rows[3].strip("|").split(" | ")]
     assert p50[3] == "4.27x slower" and p50[5] == "7.5 ms (int8)" and p50[6] == "4.67x slower"
     assert rows[-1].startswith("Quiet machine: other processes used at most 1.0%")
-    assert compare.incoherent(_result(QUIET)) == []
+    assert comparison.incoherent(_result(QUIET)) == []
 
 
 def test_a_faster_variant_that_loses_bleu_is_not_the_fastest():
@@ -62,12 +63,12 @@ def test_a_faster_variant_that_loses_bleu_is_not_the_fastest():
                _engine("ctranslate2", "float32", 120.0, 10.0, bleu=30.0),
                _engine("ctranslate2", "int8", 200.0, 5.0, bleu=29.6),
                _engine("ctranslate2", "float32, parallel batches", 150.0, 12.0, bleu=29.75)]
-    assert compare._fastest(engines, "ctranslate2", "beam", "sentences_per_second") == (
+    assert comparison._fastest(engines, "ctranslate2", "beam", "sentences_per_second") == (
         150.0, "float32, parallel batches")
-    assert compare._fastest(engines, "ctranslate2", "beam", "batch1_latency_ms_p50") == (
+    assert comparison._fastest(engines, "ctranslate2", "beam", "batch1_latency_ms_p50") == (
         10.0, "float32")
     engines[2]["decodes"]["beam"]["bleu"] = 29.7  # a loss of 0.3 is allowed
-    assert compare._fastest(engines, "ctranslate2", "beam", "sentences_per_second") == (
+    assert comparison._fastest(engines, "ctranslate2", "beam", "sentences_per_second") == (
         200.0, "int8")
 
 
@@ -107,7 +108,7 @@ def test_parallel_batches_are_in_flight_together_and_keep_their_order():
 
 def test_a_loaded_run_prints_no_ratio():
     engines = QUIET[:2] + [_engine("ctranslate2", "int8", 173.0, 7.5, others=0.37)]
-    rows = compare.table(_result(engines)).splitlines()
+    rows = comparison.table(_result(engines)).splitlines()
     assert all(row.strip("|").split(" | ")[3].strip() == "-" for row in rows[2:8])
     assert rows[-1].startswith("No ratio: other processes used 37% of the machine during "
                                "ctranslate2 int8, ")
@@ -115,19 +116,19 @@ def test_a_loaded_run_prints_no_ratio():
 
 def test_an_unreadable_load_prints_no_ratio():
     engines = QUIET[:2] + [_engine("ctranslate2", "int8", 173.0, 7.5, others=None)]
-    assert compare.table(_result(engines)).splitlines()[-1] == (
+    assert comparison.table(_result(engines)).splitlines()[-1] == (
         "No ratio: the machine's load could not be read (/proc/stat).")
 
 
 def test_batching_slower_than_one_at_a_time_is_incoherent():
     # 20 sentences/s at batch 32, where one at a time takes 35 ms (28.6 sentences/s).
     doctored = [_engine("tfnmt", "float32", 20.0, 35.0)] + QUIET[1:]
-    problems = compare.incoherent(_result(doctored))
+    problems = comparison.incoherent(_result(doctored))
     assert len(problems) == 2 and problems[0].startswith(
         "tfnmt float32 beam: 20.0 sentences/s at batch 32 is below the 28.6 of one at a time")
-    assert compare.incoherent(_result(doctored, batch=1)) == []
+    assert comparison.incoherent(_result(doctored, batch=1)) == []
     loaded = doctored[:2] + [_engine("ctranslate2", "int8", 173.0, 7.5, others=0.37)]
-    assert compare.incoherent(_result(loaded)) == []  # already refused, as the table says
+    assert comparison.incoherent(_result(loaded)) == []  # already refused, as the table says
 
 
 def test_an_incoherent_measurement_fails_the_bench(monkeypatch, capsys):
@@ -135,7 +136,7 @@ def test_an_incoherent_measurement_fails_the_bench(monkeypatch, capsys):
 
     from tfnmt.cli import bench
     doctored = _result([_engine("tfnmt", "float32", 20.0, 35.0)] + QUIET[1:])
-    doctored.update(table="the table", incoherent=compare.incoherent(doctored))
+    doctored.update(table="the table", incoherent=comparison.incoherent(doctored))
     monkeypatch.setattr(bench, "bench_translate", lambda options: doctored)
     assert run_cli("bench", "--bench=translate") == 2
     out, err = capsys.readouterr()
