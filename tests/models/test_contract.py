@@ -17,7 +17,7 @@ from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
 from tfnmt.exporters import tflite
-from tfnmt.layers.part import DECODERS, ENCODERS, summary_of
+from tfnmt.layers.part import DECODERS, ENCODERS
 from tfnmt.models import catalog
 from tfnmt.decoding.shared import split_shared, with_shared
 from tfnmt.training import checkpoints, step
@@ -47,24 +47,6 @@ def test_every_registered_part_has_a_contract_size_and_every_pair_is_covered():
     assert excluded == {(e, d) for e, encoder in ENCODERS.items() if not encoder.GIVES_SEQUENCE
                         for d, decoder in DECODERS.items() if decoder.READS == "sequence"}
     assert excluded and ("transformer", "luong") not in excluded
-
-
-@pytest.mark.parametrize("name", sorted(PART_SIZES["encoder"]))
-def test_every_encoder_gives_the_widths_it_declares_and_masks_padding(name):
-    # A decoder builds its layers from the declared widths before any tensor exists.
-    model = tiny_model(f"hybrid:{name}+conditional_gru")
-    encoded = model.encoder.encode(SOURCE)
-    summary = summary_of(encoded)
-    assert summary.shape == (2, model.encoder.summary_width)
-    if ENCODERS[name].GIVES_SEQUENCE:
-        assert encoded.width == model.encoder.output_width == model.encoder.summary_width
-        np.testing.assert_array_equal(encoded.mask.numpy(), SOURCE.numpy() != PAD_ID)
-        # The summary of a sequence is the mean over its real tokens.
-        keep = (SOURCE.numpy() != PAD_ID)[:, :, None]
-        expected = (encoded.outputs.numpy() * keep).sum(1) / keep.sum(1)
-        np.testing.assert_allclose(summary.numpy(), expected, rtol=1e-5, atol=1e-6)
-    else:
-        assert encoded.outputs is None and encoded.width is model.encoder.output_width is None
 
 
 @pytest.mark.parametrize("name", CONTRACT)
