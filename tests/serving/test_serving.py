@@ -1,5 +1,6 @@
-"""`tfnmt serve` (TF Serving's REST API on loopback), its configuration files, the batcher and
-the `--server` client, against a tiny exported model."""
+"""`tfnmt serve` (TF Serving's REST API on loopback) and the `--server` client, against a tiny
+exported model. Its configuration files: test_config.py; the batcher: test_batching.py; its
+JSON: test_tf_json.py."""
 
 import base64
 import json
@@ -16,20 +17,13 @@ import tensorflow as tf
 
 from conftest import REPO, run_cli
 from tfnmt import model_dir as model_dir_lib
-from tfnmt import options
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
-from tfnmt.errors import ConfigError
-from tfnmt.serving import config as config_lib
 from tfnmt.serving import server as server_lib
-from tfnmt.serving.batching import Batcher
 from tfnmt.serving.client import ServerError, ServingClient, load_test
 from tfnmt.serving.models import ModelManager
-from tfnmt.serving.options import BatchingOptions
 from tfnmt.serving.options import ServeOptions
 from tfnmt.serving.rest import RestApi
-from tfnmt.serving.tf_json import format_float
-from tfnmt.serving.status import ServingError
 from tfnmt.training import checkpoints
 
 SENTENCES = ["the red dog sees a bird", "a cat", "", "the old man runs", "big house"]
@@ -667,104 +661,6 @@ def test_serve_refuses_a_tflite_export_and_needs_one_model_source(tmp_path, caps
     assert "give --export_dir" in capsys.readouterr().err
 
 
-def test_shipped_tf_serving_configs_parse():
-    models = config_lib.read_model_config(os.path.join(REPO, "export", "tf_serving", "models.config"))
-    assert len(models) >= 3 and all(m.base_path == f"/models/{m.name}" for m in models)
-    assert {"transformer", "densenmt"} <= {m.name for m in models}
-    batching = config_lib.read_batching_parameters(os.path.join(REPO, "export", "tf_serving", "batching.config"))
-    assert set(batching) == set(options.names(BatchingOptions))
-    # The compose file pins TF Serving's release for our TensorFlow and mounts the files it names.
-    with open(os.path.join(REPO, "export", "tf_serving", "docker-compose.yml")) as f:
-        compose = f.read()
-    assert f"tensorflow/serving:${{TF_SERVING_VERSION:-{tf.__version__}}}" in compose
-    mounts = re.findall(r"- \./([\w.]+):(/config/[\w.]+):ro", compose)
-    assert sorted(m[0] for m in mounts) == ["batching.config", "models.config"]
-    for name, inside in mounts:
-        assert os.path.isfile(os.path.join(REPO, "export", "tf_serving", name)) and f"={inside}" in compose
-
-
-def test_model_config_policies_and_errors(tmp_path):
-    path = tmp_path / "models.config"
-    path.write_text('model_config_list { config { name: "a" base_path: "/m/a"\n'
-                    '  model_version_policy { specific { versions: 3 versions: 1 } } }\n'
-                    '  config { name: "b", base_path: "rel/b", model_version_policy: { all: {} } }\n'
-                    '  config: { name: "c" base_path: "c" model_version_policy { latest { num_versions: 2 } } } }\n')
-    a, b, c = config_lib.read_model_config(str(path))
-    assert a.aspired([1, 2, 3, 4]) == [1, 3] and b.aspired([2, 1]) == [1, 2] and c.aspired([1, 5, 3]) == [3, 5]
-    assert b.base_path == str(tmp_path / "rel" / "b")
-    path.write_text('model_config_list {\n config { name: "a"\n base_path: "/m" }')
-    with pytest.raises(ConfigError, match=r'models.config:3:18: Expected "}"'):
-        config_lib.read_model_config(str(path))
-
-
-def test_a_field_tf_serving_does_not_know_is_refused_with_its_message(tmp_path, capsys):
-    path = tmp_path / "models.config"
-    path.write_text('model_config_list {\n config { name: "a" base_pth: "/m" } }')
-    assert run_cli("serve", f"--model_config_file={path}", "--rest_api_port=0") == 2
-    assert capsys.readouterr().err.strip() == (
-        f'tfnmt serve: error: {path}:2:21: Message type "tensorflow.serving.ModelConfig" has no '
-        'field named "base_pth".')
-    batching = tmp_path / "batching.config"
-    batching.write_text("max_batch_size { value: 8 }\nmax_batch_sise { value: 8 }\n")
-    with pytest.raises(ConfigError, match=r'batching.config:2:1: Message type '
-                       r'"tensorflow.serving.BatchingParameters" has no field named "max_batch_sise"'):
-        config_lib.read_batching_parameters(str(batching))
-
-
-def test_every_form_tf_serving_accepts_is_understood(tmp_path):
-    """Text format as TF Serving reads it: adjacent strings join, integers may be hex, a
-    repeated field may be a list, and a BatchingParameters field TF Serving knows but tfnmt
-    serve does not implement is accepted."""
-    path = tmp_path / "models.config"
-    path.write_text('model_config_list { config { name: "a" base_path: "/m/" "a"\n'
-                    '  model_version_policy { specific { versions: [0x3, 1] } } } }\n')
-    (model,) = config_lib.read_model_config(str(path))
-    assert model.base_path == "/m/a" and model.policy == ("specific", (1, 3))
-    batching = tmp_path / "batching.config"
-    batching.write_text("max_batch_size { value: 8 }\nmax_execution_batch_size { value: 4 }\n"
-                        "enable_large_batch_splitting { value: true }\n")
-    assert config_lib.read_batching_parameters(str(batching)) == {"max_batch_size": 8}
-
-
-def test_batcher_merges_concurrent_requests_and_splits_large_ones():
-    sizes = []
-
-    def run(batch):
-        sizes.append(len(batch))
-        time.sleep(0.01)
-        return {"out": np.array([s.upper() for s in batch]), "n": np.arange(len(batch))}
-
-    batcher = Batcher(run, BatchingOptions(max_batch_size=4, batch_timeout_micros=200_000,
-                                           max_enqueued_batches=4))
-    results = {}
-
-    def client(i):
-        results[i] = batcher.submit([f"s{i}"])["out"].tolist()
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert results == {i: [f"S{i}"] for i in range(8)}
-    assert max(sizes) == 4 and sum(sizes) == 8  # requests were merged, never past max_batch_size
-    sizes.clear()
-    out = batcher.submit([f"w{i}" for i in range(10)])
-    assert out["out"].tolist() == [f"W{i}" for i in range(10)] and sizes == [4, 4, 2]
-    with pytest.raises(ServingError, match="queue to which this task was submitted is full") as error:
-        batcher.submit(["x"] * 17)
-    assert error.value.http_status == 503
-    batcher.close()
-
-
-def test_floats_are_written_as_tf_serving_writes_them():
-    # Cases from tensorflow/serving util/json_tensor_test.cc, plus a typical score.
-    values = [9e6, 999999, 0.5, 0.0003, 0.00003, 555557.5, -2.3099999, -1.2345678]
-    assert [format_float(v) for v in values] == ["9e+06", "999999.0", "0.5", "0.0003", "3e-05",
-                                                 "555557.5", "-2.31", "-1.23456776"]
-    assert [format_float(v) for v in (float("nan"), float("inf"), -float("inf"))] == ["NaN", "Infinity", "-Infinity"]
-    assert all(np.float32(format_float(v)) == np.float32(v) for v in np.random.default_rng(0).normal(size=200))
-
-
 # --- the demo page -------------------------------------------------------------------------------
 def _browser():
     """Headless Chromium driven by Selenium, from the system's packages (no browser download)."""
@@ -895,20 +791,6 @@ def test_an_alignments_export_is_served_per_instance_and_the_demo_page_draws_its
         server_lib.stop(process)
 
 
-def test_batcher_pads_the_pieces_of_a_request_to_one_shape():
-    # A request split into pieces (max_batch_size 1) whose outputs have their batch's lengths.
-    # Strings come back from TensorFlow as bytes objects.
-    batcher = Batcher(lambda inputs: {"tokens": np.array([[c.encode() for c in inputs[0]]], object),
-                                      "attention": np.ones([1, len(inputs[0]), 2])},
-                      BatchingOptions(max_batch_size=1))
-    try:
-        out = batcher.submit(["ab", "abcd"])
-    finally:
-        batcher.close()
-    assert out["tokens"].tolist() == [[b"a", b"b", b"", b""], [b"a", b"b", b"c", b"d"]]
-    assert out["attention"].sum(axis=(1, 2)).tolist() == [4.0, 8.0]
-
-
 @pytest.mark.slow
 def test_the_demo_page_lists_the_served_models_and_can_be_turned_off(exports):
     base, _ = exports
@@ -955,5 +837,3 @@ def test_an_unloaded_version_is_unreferenced_when_its_memory_is_handed_back(expo
         assert manager.get("m").version == 2 and freed == [True]
     finally:
         manager.close()
-
-
