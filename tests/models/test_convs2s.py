@@ -1,6 +1,7 @@
 """ConvS2S (Gehring et al. 2017): incremental decoding, causality, masking, and a Multi30k
 overfit. The weight-normalised layers alone: tests/layers/test_weight_norm.py."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -52,8 +53,14 @@ OFF = dict(scale_context=False, scale_encoder_gradients=False, scale_values=Fals
 
 
 def test_the_three_scalings_are_on_by_default():
-    model = make()
-    assert all(model.hparams[name] for name in OFF)
+    """A model built without the three flags computes as one with all three on (the same
+    weights give the same logits), and not as one with all three off."""
+    def logits(**flags):
+        keras.utils.set_random_seed(0)
+        return make(**flags)({"source": SOURCE, "target_in": TARGET_IN}).numpy()
+    default = logits()
+    np.testing.assert_array_equal(default, logits(**{name: True for name in OFF}))
+    assert not np.allclose(default, logits(**OFF), atol=1e-4)
 
 
 def test_the_attention_output_is_scaled_by_the_square_root_of_the_real_source_length():

@@ -3,6 +3,7 @@ diversity objective in training, the configuration, and a Multi30k overfit. The 
 tests/layers/test_aggregation.py; the diversity alone: tests/objectives/test_diversity.py; warm
 start from a plain Transformer: tests/training/test_warm_start.py."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -53,8 +54,16 @@ def test_dense_connection_adds_no_parameters_and_only_the_layer_norm_keeps_a_dee
     assert rms[0] < np.sqrt((memory ** 2).mean()) < rms[1]
 
 
-def test_dense_aggregation_follows_the_paper_by_default():
-    assert deep_transformer.DeepTransformer.HPARAMS["dense_aggregation_norm"].default == "none"
+def test_dense_aggregation_computes_eq_4_as_printed_unless_asked_otherwise():
+    """A model built without --dense_aggregation_norm encodes as one asked for eq. 4 as printed
+    ("none") with the same weights, not as one that normalises the sums."""
+    def encoded(**norm):
+        keras.utils.set_random_seed(0)
+        model = make(encoder_aggregation="dense", decoder_aggregation="dense", **norm)
+        return model.encode(SOURCE)["outputs"].numpy()
+    default = encoded()
+    np.testing.assert_array_equal(default, encoded(dense_aggregation_norm="none"))
+    assert not np.allclose(default, encoded(dense_aggregation_norm="layer"), atol=1e-3)
 
 
 # --- multi-layer attention -----------------------------------------------------------------------
