@@ -146,6 +146,26 @@ def test_every_verb_sets_a_damaged_newest_checkpoint_aside_and_uses_the_previous
     assert [e["step"] for e in checkpoints.read_best_index(str(tmp_path))] == [2, 1]
 
 
+def test_a_damaged_checkpoint_that_cannot_be_set_aside_is_a_warning_and_the_previous_is_used(
+        tmp_path, monkeypatch, caplog):
+    """A model directory that cannot be written (read-only, a full disk) keeps the damaged
+    checkpoint where it is: one warning says so, and the verb goes on with the previous."""
+    import errno
+
+    from tfnmt.training.checkpoints import damage
+
+    def cannot_rename(prefix):
+        raise OSError(errno.EROFS, "Read-only file system")
+    model = _model_dir_with_weights(str(tmp_path))
+    DAMAGE["truncated index"](f"{tmp_path}/ckpt/ckpt-3")
+    monkeypatch.setattr(damage, "set_aside", cannot_rename)
+    assert checkpoints.restore(model, str(tmp_path)) == f"{tmp_path}/ckpt/ckpt-2"
+    assert _weight(model) == 2.0
+    assert (f"checkpoint {tmp_path}/ckpt/ckpt-3 is unreadable (" in caplog.text
+            and "it cannot be set aside: [Errno 30] Read-only file system" in caplog.text), caplog.text
+    assert os.path.exists(f"{tmp_path}/ckpt/ckpt-3.index")
+
+
 def test_average_takes_the_newest_readable_checkpoints(tmp_path, caplog):
     model_dir = str(tmp_path / "m")
     _model_dir_with_weights(model_dir)

@@ -1,4 +1,4 @@
-"""Warm start (--init_from, tfnmt/training/checkpoints/restore.py warm_start): a deep Transformer starts
+"""Warm start (--init_from, tfnmt/training/checkpoints/restoring.py warm_start): a deep Transformer starts
 from a plain Transformer's weights; what is new, mismatched or unused is reported."""
 
 import glob

@@ -27,7 +27,7 @@ def readable_errors():
     return damage_errors() + (AssertionError, ValueError, OSError)
 
 
-def why(error):
+def first_line(error):
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
@@ -42,8 +42,8 @@ def readable(paths, read, model_dir, which, rename=True):
             result = read(path)
         except readable_errors() as e:
             if not isinstance(e, damage_errors()) or isinstance(e, tf.errors.PermissionDeniedError):
-                raise CheckpointError(f"cannot restore {path}: {why(e)}") from None
-            damaged[path] = why(e)
+                raise CheckpointError(f"cannot restore {path}: {first_line(e)}") from None
+            damaged[path] = first_line(e)
             continue
         put_aside(model_dir, which, damaged, path, rename)
         damaged, used = {}, path
@@ -71,7 +71,7 @@ def put_aside(model_dir, which, damaged, used, rename=True):
                             set_aside(path), instead)
         except write_errors() as e:
             logging.warning("checkpoint %s is unreadable (%s)%s; it cannot be set aside: %s",
-                            path, why, instead, why(e))
+                            path, why, instead, first_line(e))
     if not damaged or not rename:
         return
     try:

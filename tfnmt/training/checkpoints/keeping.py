@@ -12,8 +12,8 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
+import tfnmt.training.checkpoints.state as checkpoint_files
 from tfnmt.errors import CheckpointError, cannot_write, write_errors
-from tfnmt.training.checkpoints import state
 from tfnmt.training.checkpoints.damage import put_aside, readable, remove_leftovers, unreadable
 from tfnmt.training.checkpoints.state import (BEST_DIR, BEST_INDEX, LAST_DIR, drop_from_state,
                                               files_of, list_checkpoints, read_best_index,
@@ -261,7 +261,7 @@ class Checkpoints:
             os.makedirs(self.best_dir, exist_ok=True)
             # Without the training stream: a best checkpoint is decoded, never resumed from.
             entry["path"] = os.path.basename(self._restorable.write(prefix))
-            state.write_json(os.path.join(self.best_dir, BEST_INDEX), entries[: self.keep_best])
+            checkpoint_files.write_json(os.path.join(self.best_dir, BEST_INDEX), entries[: self.keep_best])
         except write_errors() as e:
             self._discard_failed_write(prefix, [os.path.join(self.best_dir, kept["path"])
                                                 for kept in self.best_entries()])

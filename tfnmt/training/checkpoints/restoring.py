@@ -6,7 +6,7 @@ import os
 import tensorflow as tf
 
 from tfnmt.errors import CheckpointError
-from tfnmt.training.checkpoints.damage import readable, readable_errors, why
+from tfnmt.training.checkpoints.damage import first_line, readable, readable_errors
 from tfnmt.training.checkpoints.keeping import by_path
 from tfnmt.training.checkpoints.state import list_checkpoints
 
@@ -38,7 +38,7 @@ def restored_each(model, model_dir, which="last"):
         try:
             status.assert_existing_objects_matched()
         except AssertionError as e:
-            raise CheckpointError(f"cannot restore {path}: {why(e)}") from None
+            raise CheckpointError(f"cannot restore {path}: {first_line(e)}") from None
         yield path
 
 
