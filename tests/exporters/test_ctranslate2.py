@@ -162,8 +162,8 @@ def test_other_models_are_refused_in_one_line(trained_model, tmp_path, capsys, m
 def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained_model, corpus,
                                                                          capsys, tmp_path,
                                                                          monkeypatch):
-    """With a sibling process holding a core while the engines run, the table prints no ratio
-    and says why; every engine ran in a process of its own, not this one; a shortlist variant is
+    """With a sibling process holding a core while the first engine runs, the table prints no
+    ratio and says why; every engine ran in a process of its own, not this one; a shortlist variant is
     exported with the table of the model's training pairs. (Of tfnmt's variants, float32 and
     one shortlist variant only, to save time: the --xla_decoding export's compilations, held to
     the others by tests/decoding/test_compiled.py, and the threads, which only set the
@@ -182,8 +182,8 @@ def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained
 
     def beside_a_busy_sibling(spec, tmp):
         # Every timed pass is inside an engine's process. One busy pass is enough to withhold
-        # the ratios, so the sibling spins through the first engine's process only: through all
-        # of them it took a core from the suite's other worker for a minute.
+        # the ratios, so the sibling spins through the first engine's process only, and the
+        # suite's other worker keeps its core through the others.
         runs.append(spec["variant"])
         if len(runs) > 1:
             return run_engine(spec, tmp)

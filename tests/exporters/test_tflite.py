@@ -175,6 +175,17 @@ def test_a_table_shared_by_the_lookups_and_the_softmax_is_stored_once_in_int8(ti
 
 
 @pytest.mark.slow
+def test_conversions_of_different_models_in_one_process_all_succeed(tiny_densenmt):
+    # The converter left a function named while_cond_function_0 in the process's TensorFlow
+    # context; the next conversion that named one so with another body failed with "Attempting
+    # to add a duplicate function" (the suite's intermittent failure, whichever TFLite test
+    # came second in a worker).
+    for seed, (quantize, beam_size) in enumerate([("dynamic", 4), ("none", 1), ("none", 4)]):
+        flatbuffer = tflite.convert(tiny_densenmt(seed, beam_size), quantize)
+        assert flatbuffer[4:8] == b"TFL3"  # the flatbuffer's file identifier
+
+
+@pytest.mark.slow
 def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, monkeypatch,
                                                                  tmp_path, caplog):
     from tfnmt import model_dir as model_dir_lib

@@ -198,9 +198,8 @@ def untrained(trained_model):
     return untrained_models(trained_model, sorted(TINY))
 
 
-# The models whose export and flatbuffer are checked: all but the hybrid, made of parts that the
-# others carry (test_pairs.py exports a covering set of the hybrid's pairs). An export costs
-# seconds; a flatbuffer a child process that loads TensorFlow.
+# The models whose SavedModel is compared in a fresh process: all but the hybrid, made of parts
+# that the others carry (test_pairs.py exports a covering set of the hybrid's pairs the same way).
 EXPORTED = sorted(set(TINY) - {"hybrid"})
 
 
@@ -215,12 +214,10 @@ def test_every_model_runs_on_tflite_as_in_process(untrained, trained_model, tmp_
     """Every model's step converts to a builtin-ops flatbuffer that gives the in-process ids
     (greedy search: the beam search around the step is the same code for every model and
     test_tflite.py converts it); a CTC model's beam search is refused in one line (TensorFlow's
-    CTC beam decoder has no TFLite builtin). Several conversions in one process, each of
-    another model: the converter once failed the second ("duplicate function")."""
+    CTC beam decoder has no TFLite builtin)."""
     source_vocab, target_vocab, models = untrained
     sentence = "the red dog sees a bird"
-    for name in EXPORTED:
-        model = models[name]
+    for name, model in models.items():
         if not model.autoregressive:
             with pytest.raises(ConfigError, match="CTCBeamSearchDecoder"):
                 tflite.convert(Translator(model, source_vocab, target_vocab,

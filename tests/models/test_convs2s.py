@@ -54,13 +54,24 @@ OFF = dict(scale_context=False, scale_encoder_gradients=False, scale_values=Fals
 
 def test_the_three_scalings_are_on_by_default():
     """A model built without the three flags computes as one with all three on (the same
-    weights give the same logits), and not as one with all three off."""
-    def logits(**flags):
+    weights give the same logits and gradients), and not as one with any of them off (the
+    encoder's gradient scaling shows in the gradients only)."""
+    def computed(**flags):
         keras.utils.set_random_seed(0)
-        return make(**flags)({"source": SOURCE, "target_in": TARGET_IN}).numpy()
-    default = logits()
-    np.testing.assert_array_equal(default, logits(**{name: True for name in OFF}))
-    assert not np.allclose(default, logits(**OFF), atol=1e-4)
+        model = make(**flags)
+        with tf.GradientTape() as tape:
+            logits = model({"source": SOURCE, "target_in": TARGET_IN})
+            loss = tf.reduce_sum(tf.square(logits))
+        grads = tape.gradient(loss, model.trainable_weights)
+        return logits.numpy(), [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    def same(a, b):
+        return np.allclose(a[0], b[0], atol=1e-5) and all(
+            np.allclose(x, y, atol=1e-5) for x, y in zip(a[1], b[1]))
+    default = computed()
+    assert same(default, computed(**{name: True for name in OFF}))
+    for name in OFF:
+        assert not same(default, computed(**{name: False})), name
 
 
 def test_the_attention_output_is_scaled_by_the_square_root_of_the_real_source_length():

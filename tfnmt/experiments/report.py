@@ -28,6 +28,8 @@ from tfnmt.experiments import plots, report_page, runs as runs_lib
 from tfnmt.training.callbacks import DIVERGED_FILE
 
 TESTS = {"bootstrap": "bs", "randomization": "ar"}
+
+
 @contextlib.contextmanager
 def _ties_count_as_extreme():
     """sacreBLEU (after multeval) counts the resampled differences strictly greater than the

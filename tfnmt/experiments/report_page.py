@@ -14,7 +14,6 @@ TIES = ("a p-value counts the resamples whose difference is at least as large as
         "plus one: two identical outputs get p = 1")
 
 
-
 def averaged_label(report):
     return f"average of the last {report['average_checkpoints']}"
 

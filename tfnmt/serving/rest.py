@@ -14,10 +14,10 @@ limits on sentences), 413 for a body over --max_request_bytes, 404 for an unknow
 version, 503 when the batching queue is full, 504 past --rest_api_timeout_in_ms. Messages follow
 TF Serving's where it has one for the case, and name the item and the flag concerned.
 
-Against web pages (web_safety.py): 415 for a :predict body not sent as application/json, 403
-for a Host header that is not this server's, `X-Content-Type-Options: nosniff` on every answer
-and a Content-Security-Policy on the demo page. Bodies are written as TF Serving writes them
-(tf_json.py).
+Against web pages: 415 for a :predict body not sent as application/json and 403 for a Host
+header that is not this server's (web_safety.py), `X-Content-Type-Options: nosniff` on every
+answer (here and server.py), and the demo page's Content-Security-Policy (web_safety.py).
+Bodies are written as TF Serving writes them (tf_json.py).
 """
 
 import base64
@@ -353,4 +353,3 @@ class RestApi:
                     raise sentence_too_long(i, len(text), self.max_sentence_chars)
         outputs = servable.predict(signature, texts, self.timeout)
         return dumps(predict_response(outputs, row_format))
-

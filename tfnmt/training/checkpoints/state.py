@@ -18,17 +18,9 @@ from tfnmt.errors import CheckpointError, ConfigError
 
 
 LAST_DIR, BEST_DIR = "ckpt", "best"
-
-
 BEST_INDEX = "best.json"
-
-
 _STATE_FILE = "checkpoint"  # TensorFlow's name
-
-
 _NUMBERED = re.compile(r"ckpt-(\d+)\.index")
-
-
 _said_rebuilt = set()  # directories whose missing state file was reported (once a process)
 
 
