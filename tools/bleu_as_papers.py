@@ -10,17 +10,14 @@ One line per file: sacreBLEU, BLEU as papers report it, the file.
 
 import argparse
 
-import sacrebleu
-
-from tfnmt.evaluation.bleu import moses_lowercased_bleu
+from tfnmt.evaluation import bleu
 
 
 def scores(references, hypotheses, lang):
-    """(sacreBLEU, BLEU as papers report it) of `hypotheses` against `references` (lines)."""
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} lines for {len(references)} references")
-    return (sacrebleu.corpus_bleu(hypotheses, [references]).score,
-            moses_lowercased_bleu(hypotheses, references, lang))
+    """(sacreBLEU, BLEU as papers report it) of `hypotheses` against `references` (lines), as
+    `tfnmt evaluate` scores them (the target language's sacreBLEU tokenizer)."""
+    found = bleu.score(hypotheses, references, target_lang=lang)
+    return found["bleu"], found["bleu_moses_lc"]
 
 
 def main(argv=None):
