@@ -14,9 +14,10 @@ ops an app would have to link).
 Two facts of the toolchain shape the conversion (../shared/docs/field-notes.md): variables read
 inside a while loop must be frozen into constants first, and the loop must stay functional
 (`lower_control_flow=False`), or the shape-changing hypotheses of the beam search no longer
-match the loop's declared shapes. The converter itself runs in a child process
-(tflite_child.py), given the frozen graph: in the exporting process it would leave functions
-that a later conversion of another model can clash with.
+match the loop's declared shapes. The converter itself runs in a child process, given the
+frozen graph: in the exporting process it would leave functions that a later conversion of
+another model can clash with. The children are forked by one server process (tflite_child.py)
+that has imported TensorFlow, so that a conversion does not import it again.
 """
 
 import json
@@ -26,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -42,7 +44,7 @@ from tfnmt.exporters.versions import write_version
 
 MODEL_FILE = "model.tflite"
 INFO_FILE = "tflite_export.json"
-# Each conversion runs in a process of its own (why: its docstring).
+# The converter's server (why: the module's docstring).
 _CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tflite_child.py")
 
 
@@ -77,9 +79,8 @@ def convert(translator, quantize, diagnostic_dir=None):
         json_files.write(os.path.join(directory, "tensors.json"),
                          {"inputs": [t.name for t in frozen.inputs],
                           "outputs": [t.name for t in frozen.outputs]})
-        child = subprocess.run([sys.executable, _CHILD, directory, quantize], capture_output=True,
-                               text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-        if child.returncode == 0:
+        answer = _SERVER.convert(directory, quantize)
+        if answer == "0":
             with open(os.path.join(directory, MODEL_FILE), "rb") as f:
                 return f.read()
         error = os.path.join(directory, "error.txt")
@@ -87,7 +88,7 @@ def convert(translator, quantize, diagnostic_dir=None):
             with open(error) as f:
                 kind, _, message = f.read().partition("\n")
         else:  # the child died before it could say why (killed, out of memory)
-            kind, message = f"exit status {child.returncode}", child.stderr[-3000:]
+            kind, message = _died(answer, os.path.join(directory, "output.txt"))
     name = getattr(translator.model, "registry_name", type(translator.model).__name__)
     logging.debug("the TFLite converter failed (%s):\n%s", kind, message)
     where = ""
@@ -100,6 +101,57 @@ def convert(translator, quantize, diagnostic_dir=None):
         except OSError:
             pass  # the one line still says why
     raise ConfigError(f"model {name!r} cannot be converted to TFLite: {_reason(message)}{where}")
+
+
+class _ConverterServer:
+    """The process of tflite_child.py, started at the first conversion and kept until this
+    process ends (it ends at the end of its stdin): each conversion is a child it forks."""
+
+    def __init__(self):
+        self._process = None
+        self._log = None
+        self._lock = threading.Lock()
+
+    def convert(self, directory, quantize):
+        """The server's answer for one conversion (tflite_child.py: "0" when DIR/model.tflite
+        was written), or the server's last output where it died."""
+        with self._lock:
+            for attempt in range(2):  # a server found dead is started again, once
+                if self._process is None or self._process.poll() is not None:
+                    self._start()
+                try:
+                    self._process.stdin.write(f"{directory} {quantize}\n")
+                    self._process.stdin.flush()
+                    answer = self._process.stdout.readline().strip()
+                except (OSError, ValueError):  # a broken pipe, a closed one
+                    answer = ""
+                if answer or attempt:
+                    return answer or self._last_words()
+
+    def _start(self):
+        self._log = tempfile.TemporaryFile(mode="w+")
+        self._process = subprocess.Popen(
+            [sys.executable, _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._log, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+    def _last_words(self):
+        self._log.seek(0)
+        return self._log.read()[-3000:]
+
+
+_SERVER = _ConverterServer()
+
+
+def _died(answer, output):
+    """(kind, message) of a conversion that left no error.txt: its child's or server's end."""
+    if not (answer.isdigit() or answer.startswith("signal")):
+        return "the converter's server ended", answer
+    try:
+        with open(output, errors="replace") as f:
+            message = f.read()[-3000:]
+    except OSError:
+        message = ""
+    return (answer if answer.startswith("signal") else f"exit status {answer}"), message
 
 
 def _reason(message):
