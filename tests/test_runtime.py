@@ -88,14 +88,18 @@ _THREADS = ("import atexit; atexit.register(lambda: print('THREADS=%d' % __impor
             ".config.threading.get_intra_op_parallelism_threads())); ")
 
 
+_TRANSLATE = "sys.argv = ['tfnmt', 'translate', '--model_dir=/nonexistent']"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("variable", [None, "2"])
-@pytest.mark.parametrize("what, decodes", [
-    ("sys.argv = ['tfnmt', 'translate', '--model_dir=/nonexistent']", True),
-    ("sys.argv = ['tfnmt', 'serve', '--export_dir=/nonexistent']", True),
+@pytest.mark.parametrize("what, decodes, variable", [
+    (_TRANSLATE, True, None),
+    ("sys.argv = ['tfnmt', 'serve', '--export_dir=/nonexistent']", True, None),
     ("sys.argv = ['tfnmt', 'train', '--model_dir=/nonexistent/m', '--data=text:/nonexistent']",
-     False),
-    ("import tfnmt; tfnmt.Translator.from_model_dir('/nonexistent')", True),
+     False, None),
+    ("import tfnmt; tfnmt.Translator.from_model_dir('/nonexistent')", True, None),
+    # Every entry point asks runtime.one_thread_per_op, which leaves a user's own setting.
+    (_TRANSLATE, True, "2"),
 ])
 def test_decoding_runs_one_thread_per_op_unless_the_user_set_threads(what, decodes, variable):
     import os
