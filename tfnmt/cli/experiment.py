@@ -33,6 +33,7 @@ from tfnmt.experiments import options as options_lib
 from tfnmt.experiments import report as report_lib
 from tfnmt.experiments import report_page
 from tfnmt.experiments import runs as runs_lib
+from tfnmt.experiments import summary
 from tfnmt.experiments.options import ExperimentOptions
 from tfnmt.training import checkpoints
 from tfnmt.training.options import TrainOptions
@@ -170,6 +171,9 @@ def _time_left(timed, rest, budget):
 
 def run():
     o = read(ExperimentOptions)
+    if o.summary:
+        logging.info("experiment: wrote %s", summary.write(o.runs_dir))
+        return 0
     spec = spec_from_flags(o)
     index, count = options_lib.shard(o.shard)
     bleu.metric(target_lang=spec["target_lang"], tokenize=spec["tokenize"])

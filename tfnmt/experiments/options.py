@@ -46,6 +46,9 @@ class ExperimentOptions:
     report_only: bool = option(
         False, 'Train and score nothing: rebuild the report from the runs as they are, partial '
         'ones marked.')
+    summary: bool = option(
+        False, 'Train and score nothing: write --runs_dir/summary.md, every experiment there at '
+        'a glance, from their report.json files (no --experiment or --systems needed).')
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
