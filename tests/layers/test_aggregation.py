@@ -25,11 +25,12 @@ def layer_norm(x, gamma, beta, eps=1e-6):
     return (x - mean) / np.sqrt(var + eps) * gamma + beta
 
 
-def agg_numpy(node, inputs):
+def agg_numpy(node, inputs, residual="all", activation=sigmoid, top=0):
     x = np.concatenate([i.numpy() for i in inputs], -1)
-    ff = sigmoid(x @ node.inner.kernel.numpy() + node.inner.bias.numpy()) @ node.outer.kernel.numpy() \
+    ff = activation(x @ node.inner.kernel.numpy() + node.inner.bias.numpy()) @ node.outer.kernel.numpy() \
         + node.outer.bias.numpy()
-    return layer_norm(ff + sum(i.numpy() for i in inputs), node.norm.gamma.numpy(), node.norm.beta.numpy())
+    added = {"all": sum(i.numpy() for i in inputs), "top": inputs[top].numpy(), "none": 0}[residual]
+    return layer_norm(ff + added, node.norm.gamma.numpy(), node.norm.beta.numpy())
 
 
 def randomise(layer, seed=1):
@@ -47,6 +48,31 @@ def test_aggregation_node_is_equation_7(arity):
     assert node.inner.kernel.shape == (arity * D, 12)
     np.testing.assert_allclose(node(inputs).numpy(), agg_numpy(node, inputs), rtol=1e-4, atol=1e-4)
     assert Aggregation.from_config(node.get_config()).ffn_dim == 12
+
+
+@pytest.mark.parametrize("residual, activation", [
+    ("top", "sigmoid"), ("none", "sigmoid"), ("all", "relu")])
+def test_the_papers_table_4_variants_of_the_node(residual, activation):
+    # Table 4: the output connected to no input ("None") or to the top layer's only ("Top");
+    # FF with a ReLU in between.
+    node = Aggregation(12, residual, activation, top=1)
+    inputs = states(3)
+    node.build([x.shape for x in inputs])
+    randomise(node)
+    relu = lambda x: np.maximum(x, 0)  # noqa: E731
+    want = agg_numpy(node, inputs, residual, relu if activation == "relu" else sigmoid, top=1)
+    np.testing.assert_allclose(node(inputs).numpy(), want, rtol=1e-4, atol=1e-4)
+    assert not np.allclose(want, agg_numpy(node, inputs), atol=1e-3)  # not eq. 7 itself
+    assert Aggregation.from_config(node.get_config()).get_config() == node.get_config()
+
+
+@pytest.mark.parametrize("strategy, tops", [("iterative", [0, 0, 0]), ("hierarchical", [1, 1])])
+def test_the_top_input_of_each_node_is_its_highest_layer(strategy, tops):
+    # Iterative nodes take (H^l, A^{l-1}); hierarchical ones (H^{2i-1}, H^{2i}, N^{i-1}).
+    aggregation = LayerAggregation(strategy, 4, 12, "none", residual="top")
+    aggregation.build((B, T, D))
+    assert [node.top for node in aggregation.nodes] == tops
+    assert {node.residual for node in aggregation.nodes} == {"top"}
 
 
 def test_linear_combination_is_equation_5():

@@ -72,11 +72,12 @@ def _multi_step_attention(layer, x, g, keys, values, mask):
 
 # id: (class, constructor arguments, args, kwargs, expected output shape[s], run_layer_test options)
 CASES = {
-    "Aggregation": (Aggregation, dict(ffn_dim=6), ([x(B, T, D), x(B, T, D), x(B, T, D)],), {},
-                    (B, T, D), {}),
+    "Aggregation": (Aggregation, dict(ffn_dim=6, residual="top", activation="relu", top=2),
+                    ([x(B, T, D), x(B, T, D), x(B, T, D)],), {}, (B, T, D), {}),
     "LinearCombination": (LinearCombination, {}, ([x(B, T, D), x(B, T, D)],), {}, (B, T, D), {}),
     **{f"LayerAggregation-{strategy}" + ("-layer_norm" if norm == "layer" else ""): (
-        LayerAggregation, dict(strategy=strategy, num_layers=3, ffn_dim=6, dense_norm=norm),
+        LayerAggregation, dict(strategy=strategy, num_layers=3, ffn_dim=6, dense_norm=norm,
+                               residual="none", activation="relu"),
         (x(B, T, D),), {},
         # run() returns (stack output, [H^1, H^2, H^3]).
         [(B, T, D)] * 4, dict(call=_run_stack))

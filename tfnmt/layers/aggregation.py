@@ -12,6 +12,11 @@ import tensorflow as tf
 from tfnmt.layers.configured import Configured
 
 STRATEGIES = ("none", "dense", "linear", "iterative", "hierarchical")
+# Which inputs of an aggregation node have a residual connection to its output (the paper's
+# Table 4): every one (eq. 7), only the highest layer's, none.
+RESIDUALS = ("all", "top", "none")
+# The activation between FF's two maps (Table 4): eq. 7's sigmoid, or a ReLU.
+ACTIVATIONS = ("sigmoid", "relu")
 # What dense connection does to each sum: nothing (eq. 4 as printed) or a layer normalisation
 # without gain or bias (`_normalize`).
 DENSE_NORMS = ("none", "layer")
@@ -23,17 +28,22 @@ class Aggregation(Configured, keras.layers.Layer):
 
     FF = W_2 sigmoid(W_1 [x_1; ...; x_n] + b_1) + b_2 with an inner width of `ffn_dim`. Every input
     has a residual connection to the output (the paper's best variant, its Table 4 "All").
+    Table 4's others: `residual="top"` adds only x_`top` (the input from the highest layer),
+    "none" no input; `activation="relu"` puts a ReLU between FF's maps.
     """
 
-    def __init__(self, ffn_dim, **kwargs):
+    def __init__(self, ffn_dim, residual="all", activation="sigmoid", top=0, **kwargs):
         super().__init__(**kwargs)
-        self.set_config(ffn_dim=ffn_dim)
+        if residual not in RESIDUALS or activation not in ACTIVATIONS:
+            raise ValueError(f"aggregation residual {residual!r} / activation {activation!r}: "
+                             f"choose from {RESIDUALS} / {ACTIVATIONS}")
+        self.set_config(ffn_dim=ffn_dim, residual=residual, activation=activation, top=top)
 
     def build(self, input_shapes):
         depth = input_shapes[0][-1]
         if any(shape[-1] != depth for shape in input_shapes):
             raise ValueError(f"aggregated states must share their width, got {input_shapes}")
-        self.inner = keras.layers.Dense(self.ffn_dim, activation="sigmoid", name="inner")
+        self.inner = keras.layers.Dense(self.ffn_dim, activation=self.activation, name="inner")
         self.outer = keras.layers.Dense(depth, name="outer")
         self.norm = keras.layers.LayerNormalization(epsilon=1e-6, name="norm")
         self.inner.build(tuple(input_shapes[0][:-1]) + (depth * len(input_shapes),))
@@ -42,7 +52,12 @@ class Aggregation(Configured, keras.layers.Layer):
 
     def call(self, inputs):
         inputs = list(inputs)
-        return self.norm(self.outer(self.inner(tf.concat(inputs, axis=-1))) + tf.add_n(inputs))
+        out = self.outer(self.inner(tf.concat(inputs, axis=-1)))
+        if self.residual == "all":
+            out += tf.add_n(inputs)
+        elif self.residual == "top":
+            out += inputs[self.top]
+        return self.norm(out)
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
@@ -107,7 +122,8 @@ class LayerAggregation(Configured, keras.layers.Layer):
     entries. It returns (stack output, [H^1..H^L]), the latter for the layer-diversity loss.
     """
 
-    def __init__(self, strategy, num_layers, ffn_dim, dense_norm, **kwargs):
+    def __init__(self, strategy, num_layers, ffn_dim, dense_norm, residual="all",
+                 activation="sigmoid", **kwargs):
         super().__init__(**kwargs)
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown aggregation {strategy!r}; choose one of {', '.join(STRATEGIES)}")
@@ -116,19 +132,21 @@ class LayerAggregation(Configured, keras.layers.Layer):
         if strategy != "none" and num_layers < 2:
             raise ValueError(f"{strategy} aggregation needs at least 2 layers, got {num_layers}")
         self.set_config(strategy=strategy, num_layers=num_layers, ffn_dim=ffn_dim,
-                        dense_norm=dense_norm)
+                        dense_norm=dense_norm, residual=residual, activation=activation)
 
     def build(self, input_shape):
         self.nodes = []
         self.linear = None
+        # (arity, the input from the highest layer): see `run` for the order of the inputs.
         if self.strategy == "iterative":
-            arities = [2] * (self.num_layers - 1)
+            arities = [(2, 0)] * (self.num_layers - 1)
         elif self.strategy == "hierarchical":
-            arities = [len(layers) + (i > 0) for i, layers in enumerate(hierarchical_nodes(self.num_layers))]
+            arities = [(len(layers) + (i > 0), len(layers) - 1)
+                       for i, layers in enumerate(hierarchical_nodes(self.num_layers))]
         else:
             arities = []
-        for i, arity in enumerate(arities):
-            node = Aggregation(self.ffn_dim, name=f"node_{i}")
+        for i, (arity, top) in enumerate(arities):
+            node = Aggregation(self.ffn_dim, self.residual, self.activation, top, name=f"node_{i}")
             node.build([input_shape] * arity)
             self.nodes.append(node)
         if self.strategy == "linear":

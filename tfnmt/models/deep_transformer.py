@@ -34,7 +34,7 @@ Readings where the paper is silent:
 from tfnmt.decoders.transformer import TransformerDecoder
 from tfnmt.encoders.transformer import TransformerEncoder
 from tfnmt.errors import ConfigError
-from tfnmt.layers.aggregation import DENSE_NORMS, STRATEGIES, LayerAggregation
+from tfnmt.layers.aggregation import ACTIVATIONS, DENSE_NORMS, RESIDUALS, STRATEGIES, LayerAggregation
 from tfnmt.layers.hparams import HParam
 from tfnmt.layers.multi_layer_attention import MultiLayerDecoderLayer, MultiLayerEncoderLayer
 from tfnmt.models.registry import register
@@ -56,6 +56,7 @@ def lower(h, inputs, index):
 def _aggregation(h, side):
     return LayerAggregation(h[f"{side}_aggregation"], h[f"{side}_layers"],
                             h["aggregation_ffn_dim"] or h["ffn_dim"], h["dense_aggregation_norm"],
+                            h["aggregation_residual"], h["aggregation_activation"],
                             name=f"{side}_aggregation")
 
 
@@ -118,6 +119,12 @@ class DeepTransformer(Transformer):
                                                  "gain or bias", choices=DENSE_NORMS),
         "aggregation_ffn_dim": HParam(0, "inner width of the aggregation nodes' feed-forward "
                                          "(0 = --ffn_dim)", bounds=">= 0"),
+        "aggregation_residual": HParam("all", "which inputs of an iterative or hierarchical "
+                                              "aggregation node are added to its output (the "
+                                              "paper's Table 4)", choices=RESIDUALS),
+        "aggregation_activation": HParam("sigmoid", "activation between the aggregation "
+                                                    "nodes' two maps (Table 4)",
+                                         choices=ACTIVATIONS),
         "multi_layer_attention": HParam(1, "k: self-attention attends to the k layers below "
                                            "(1 = the plain Transformer)", bounds=">= 1"),
         "diversity_weight": HParam(0.0, "λ of the layer-diversity term: the loss is NLL - λ L_div "
