@@ -82,10 +82,10 @@ def sizes(name):
 def tiny_model(name, source_vocab_size=50, target_vocab_size=60, label_smoothing=0.1,
                **overrides):
     """A built registered model, or the hybrid of a pair ("hybrid:E+D"), at its TINY size,
-    trainable with `label_smoothing`."""
+    trainable with `label_smoothing` (None: for decoding only, as a model directory loads)."""
     cls = catalog.get(name.split(":")[0])
-    model = cls(source_vocab_size, target_vocab_size, label_smoothing,
-                **dict(sizes(name), **overrides))
+    model = cls(source_vocab_size, target_vocab_size, **dict(sizes(name), **overrides))
+    model.label_smoothing = label_smoothing
     model.build_with_dummy_batch()
     return model
 

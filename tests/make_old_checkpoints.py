@@ -72,7 +72,7 @@ def write(case, seed):
     seeded(model, seed)
     # As `train` writes it: every hyper-parameter, defaults included.
     config = {"model": name, "hparams": model.hparams, "source_vocab_size": SOURCE_VOCAB,
-              "target_vocab_size": TARGET_VOCAB, "label_smoothing": model.label_smoothing,
+              "target_vocab_size": TARGET_VOCAB,
               "data": "text:none"}
     model_dir_lib.write_config(directory, config)
     Checkpoints(directory, trackables(model)).save(1)

@@ -8,6 +8,8 @@ import tensorflow as tf
 from contract import TINY, logits_of
 from tfnmt.errors import ConfigError
 from tfnmt.models import catalog
+from tfnmt.objectives.losses import label_smoothed_cross_entropy
+from tfnmt.training import trainer
 from tfnmt.training.options import TrainOptions
 
 SOURCE = tf.constant([[5, 6, 7, 3]])
@@ -20,18 +22,19 @@ def _config(**extra):
                 target_vocab_size=60, **extra)
 
 
-def test_a_model_takes_its_label_smoothing_from_the_config_and_repeats_no_default():
-    smoothed = catalog.build(_config(label_smoothing=0.25))
-    assert smoothed.label_smoothing == 0.25
-    # A config.json without the key (none that tfnmt wrote) still builds and decodes...
-    bare = catalog.build(_config())
-    bare.set_weights(smoothed.get_weights())
-    inputs = {"source": SOURCE, "target_in": TARGET_IN}
-    tf.debugging.assert_near(logits_of(bare(inputs)), logits_of(smoothed(inputs)))
-    # ...but has no training loss of its own choosing: `train` always records one.
+def test_training_takes_its_label_smoothing_from_the_training_options_and_a_model_none():
+    # A training setting: the model built from a config (as every verb loads one) has none, so
+    # a loss computed without training's setting refuses instead of taking a default of its own.
+    bare = catalog.build(_config(label_smoothing=0.25))  # an older config.json recorded it
     assert bare.label_smoothing is None
-    with pytest.raises(ConfigError, match="without label_smoothing"):
+    inputs = {"source": SOURCE, "target_in": TARGET_IN}
+    with pytest.raises(ConfigError, match="has no label_smoothing"):
         bare.translation_loss(TARGET_OUT, logits_of(bare(inputs)))
+    trained = trainer.compiled_model(_config(), TrainOptions(label_smoothing=0.25))
+    assert trained.label_smoothing == 0.25
+    loss, _ = trained.translation_loss(TARGET_OUT, logits_of(trained(inputs)))
+    unsmoothed, _ = label_smoothed_cross_entropy(TARGET_OUT, logits_of(trained(inputs)), 0.0)
+    assert float(loss) != pytest.approx(float(unsmoothed))
 
 
 @pytest.mark.parametrize("change,message", [

@@ -38,10 +38,9 @@ def write_config(model_dir, config):
         raise cannot_write(config_path(model_dir), e, "choose another --model_dir") from None
 
 
-def new_config(model_name, hparams, source_vocab, target_vocab, label_smoothing, data):
+def new_config(model_name, hparams, source_vocab, target_vocab, data):
     return {"model": model_name, "hparams": hparams, "source_vocab_size": source_vocab.size,
-            "target_vocab_size": target_vocab.size, "label_smoothing": label_smoothing,
-            "data": data}
+            "target_vocab_size": target_vocab.size, "data": data}
 
 
 def check_compatible(saved, requested):

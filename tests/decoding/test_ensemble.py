@@ -40,7 +40,7 @@ def _write_model_dir(directory, name, vocab_file, seed, std=None):
             variable.assign(rng.normal(0.0, std, variable.shape).astype(variable.dtype))
     model_dir_lib.write_config(directory, {
         "model": name, "hparams": model.hparams, "source_vocab_size": size,
-        "target_vocab_size": size, "label_smoothing": model.label_smoothing,
+        "target_vocab_size": size,
         "data": "text:none"})
     Checkpoints(directory, trackables(model)).save(1)
     return directory

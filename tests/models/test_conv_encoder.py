@@ -38,7 +38,8 @@ TINY = {
 
 
 def conv_model(kind, **overrides):
-    model = catalog.get("conv_encoder")(50, 60, label_smoothing=0.1, **dict(TINY[kind], **overrides))
+    model = catalog.get("conv_encoder")(50, 60, **dict(TINY[kind], **overrides))
+    model.label_smoothing = 0.1
     model.build_with_dummy_batch()
     return model
 

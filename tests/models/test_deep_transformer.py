@@ -24,7 +24,8 @@ B, T, D = 2, 3, 8
 
 
 def make(name="deep_transformer", **overrides):
-    model = catalog.get(name)(50, 50, label_smoothing=0.1, **dict(SMALL, **overrides))
+    model = catalog.get(name)(50, 50, **dict(SMALL, **overrides))
+    model.label_smoothing = 0.1
     model.build_with_dummy_batch()
     return model
 

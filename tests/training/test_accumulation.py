@@ -38,9 +38,9 @@ def _update_after_one_fit_step(element):
     update is the gradient itself, so any misweighting of the batches shows). Eager, to skip
     tracing; the CLI test below runs the same step inside `fit`."""
     keras.utils.set_random_seed(3)
-    model = catalog.get("transformer")(VOCAB, VOCAB, label_smoothing=0.1, encoder_layers=1,
-                                        decoder_layers=1, d_model=16, ffn_dim=32, num_heads=2,
-                                        dropout=0.0)
+    model = catalog.get("transformer")(VOCAB, VOCAB, encoder_layers=1, decoder_layers=1,
+                                        d_model=16, ffn_dim=32, num_heads=2, dropout=0.0)
+    model.label_smoothing = 0.1
     model.build_with_dummy_batch()
     step.compile(model, keras.optimizers.SGD(1.0))
     before = [w.numpy().copy() for w in model.trainable_weights]
@@ -76,8 +76,9 @@ def _batch_padded(batch, width):
 
 def test_a_model_compiled_by_keras_alone_refuses_to_train_and_names_the_step_to_compile_with():
     # The training step is tfnmt.training.step's; Keras' own would train nothing sensible.
-    model = catalog.get("transformer")(VOCAB, VOCAB, 0.1, encoder_layers=1, decoder_layers=1,
+    model = catalog.get("transformer")(VOCAB, VOCAB, encoder_layers=1, decoder_layers=1,
                                         d_model=16, ffn_dim=32, num_heads=2)
+    model.label_smoothing = 0.1
     model.build_with_dummy_batch()
     model.compile(optimizer=keras.optimizers.SGD(1.0), run_eagerly=True)
     batches = tf.data.Dataset.from_tensors(_batch(np.random.default_rng(0), [2, 3], width=3))

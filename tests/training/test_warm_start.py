@@ -17,7 +17,8 @@ SMALL = dict(encoder_layers=3, decoder_layers=4, d_model=16, ffn_dim=32, num_hea
 
 
 def make(name="deep_transformer", **overrides):
-    model = catalog.get(name)(50, 50, label_smoothing=0.1, **dict(SMALL, **overrides))
+    model = catalog.get(name)(50, 50, **dict(SMALL, **overrides))
+    model.label_smoothing = 0.1
     model.build_with_dummy_batch()
     return model
 

@@ -70,8 +70,7 @@ def model_config(new, build_vocab=True, distribution_name="none"):
                               new.data.train_limit, new.vocab, new.train.seed)
         source_vocab, target_vocab = vocab_lib.load_vocabs(model_dir)
     data = {"data": spec.source, "source_lang": spec.source_lang, "target_lang": spec.target_lang}
-    config = model_dir_lib.new_config(model_name, hparams, source_vocab, target_vocab,
-                                      new.train.label_smoothing, data)
+    config = model_dir_lib.new_config(model_name, hparams, source_vocab, target_vocab, data)
     return config, spec
 
 

@@ -70,14 +70,14 @@ class Seq2SeqModel(keras.Model):
     # and the trainer drops longer training pairs. None = any length.
     source_window = None
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
-        """label_smoothing: of the training loss, as training/options.py declares it (the model
-        repeats no default); None for a model that is only decoded, whose loss then refuses to
-        be computed."""
+    def __init__(self, source_vocab_size, target_vocab_size, **hparams):
         super().__init__(name=self.registry_name)
         self.source_vocab_size = source_vocab_size
         self.target_vocab_size = target_vocab_size
-        self.label_smoothing = label_smoothing
+        # Of the training loss: a training setting (training/options.py), which training sets
+        # (trainer.compiled_model); a model that is only decoded has none, and its loss refuses
+        # to be computed.
+        self.label_smoothing = None
         self.hparams = self.with_defaults(hparams)
         # Where training is in its data stream: (epoch, batch index). Checkpointed for resume.
         # Under tf.distribute every replica assigns the same value (training/step.py).
@@ -116,8 +116,8 @@ class Seq2SeqModel(keras.Model):
 
     def translation_loss(self, labels, logits):
         if self.label_smoothing is None:
-            raise ConfigError(f"model {self.registry_name!r} was built without label_smoothing "
-                              "(for decoding only): give it label_smoothing to train it")
+            raise ConfigError(f"model {self.registry_name!r} has no label_smoothing (it is set "
+                              "for training, trainer.compiled_model): set it to train the model")
         return label_smoothed_cross_entropy(labels, logits, self.label_smoothing)
 
     # --- alignments (optional) ----------------------------------------------------------------
@@ -174,8 +174,7 @@ class Seq2SeqModel(keras.Model):
 
     def get_config(self):
         return dict(source_vocab_size=self.source_vocab_size,
-                    target_vocab_size=self.target_vocab_size,
-                    label_smoothing=self.label_smoothing, **self.hparams)
+                    target_vocab_size=self.target_vocab_size, **self.hparams)
 
     @classmethod
     def from_config(cls, config):

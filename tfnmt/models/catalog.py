@@ -39,8 +39,7 @@ def build(config):
     """The model a config (model_dir.new_config, a model directory's config.json) describes,
     with fresh weights and every variable created."""
     cls = get(config["model"])
-    model = cls(config["source_vocab_size"], config["target_vocab_size"],
-                label_smoothing=config.get("label_smoothing"), **config["hparams"])
+    model = cls(config["source_vocab_size"], config["target_vocab_size"], **config["hparams"])
     model.build_with_dummy_batch()
     return model
 

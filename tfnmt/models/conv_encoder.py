@@ -41,8 +41,8 @@ class _SentenceEncoderDecoder(EncoderDecoder):
     ENCODER = None
     ADDED = ConditionalGRU.ADDED
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
-        super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
+    def __init__(self, source_vocab_size, target_vocab_size, **hparams):
+        super().__init__(source_vocab_size, target_vocab_size, **hparams)
         h = self.hparams
         self.encoder = self.ENCODER(h, source_vocab_size, name="encoder", scope=self.name)
         self.decoder = ConditionalGRU(h, target_vocab_size, encoder=self.encoder, name="decoder",

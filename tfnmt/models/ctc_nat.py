@@ -57,8 +57,8 @@ class CTCNonAutoregressive(Seq2SeqModel):
         "num_heads": HPARAMS["num_heads"].but(default=16),
     }
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
-        super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
+    def __init__(self, source_vocab_size, target_vocab_size, **hparams):
+        super().__init__(source_vocab_size, target_vocab_size, **hparams)
         h = self.hparams
         self.variant = h["ctc_variant"]
         if self.variant == "deep_encoder" and h["decoder_layers"]:

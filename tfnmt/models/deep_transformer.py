@@ -134,7 +134,7 @@ class DeepTransformer(Transformer):
     ADDED = {"dense_aggregation_norm": "layer"}
     ENCODER, DECODER = DeepEncoder, DeepDecoder
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
+    def __init__(self, source_vocab_size, target_vocab_size, **hparams):
         h = self.with_defaults(hparams)
         for side in ("encoder", "decoder"):
             strategy = h[f"{side}_aggregation"]
@@ -144,7 +144,7 @@ class DeepTransformer(Transformer):
         if h["diversity_weight"] > 0 and min(h["encoder_layers"], h["decoder_layers"]) < 2:
             raise ConfigError("--diversity_weight needs at least 2 encoder and 2 decoder layers "
                               "(it compares adjacent layers)")
-        super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
+        super().__init__(source_vocab_size, target_vocab_size, **hparams)
         self.diversity_weight = self.hparams["diversity_weight"]
 
     def call(self, inputs, training=False):

@@ -35,8 +35,8 @@ class DeepLAU(EncoderDecoder):
     HPARAMS = {**RecurrentEncoder.HPARAMS, **RecurrentDecoder.HPARAMS}
     FIXED = {}
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
-        super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
+    def __init__(self, source_vocab_size, target_vocab_size, **hparams):
+        super().__init__(source_vocab_size, target_vocab_size, **hparams)
         h = dict(self.FIXED, **self.hparams)
         self.settings = h
         self.encoder = RecurrentEncoder(h, source_vocab_size, name="encoder", scope=self.name)

@@ -44,8 +44,8 @@ class DenseNMT(EncoderDecoder):
     # Subclasses pin some switches (ConvS2S is the all-residual, multi-step case).
     FIXED = {}
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
-        super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
+    def __init__(self, source_vocab_size, target_vocab_size, **hparams):
+        super().__init__(source_vocab_size, target_vocab_size, **hparams)
         h = dict(self.FIXED, **self.hparams)
         self.settings = h
         check_shared_embeddings(h, source_vocab_size, target_vocab_size)

@@ -78,8 +78,8 @@ class Hybrid(EncoderDecoder):
         # A name both parts read: the decoder's declaration (its default) wins.
         return {**TYPES, **encoder.HPARAMS, **decoder.declared_behind(encoder, decoder.HPARAMS)}
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
-        super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
+    def __init__(self, source_vocab_size, target_vocab_size, **hparams):
+        super().__init__(source_vocab_size, target_vocab_size, **hparams)
         h = self.hparams
         if "num_heads" in h:  # a Transformer part
             check_heads(h)

@@ -35,8 +35,8 @@ class Transformer(EncoderDecoder):
     # Subclasses (deep_transformer) swap in richer stacks whose plain weights keep the paths.
     ENCODER, DECODER = TransformerEncoder, TransformerDecoder
 
-    def __init__(self, source_vocab_size, target_vocab_size, label_smoothing=None, **hparams):
-        super().__init__(source_vocab_size, target_vocab_size, label_smoothing, **hparams)
+    def __init__(self, source_vocab_size, target_vocab_size, **hparams):
+        super().__init__(source_vocab_size, target_vocab_size, **hparams)
         h = self.hparams
         check_hparams(h, source_vocab_size, target_vocab_size)
         self.encoder = self.ENCODER(h, source_vocab_size, name="encoder")

@@ -71,6 +71,7 @@ def compiled_model(config, options):
     if options.deterministic:
         tf.config.experimental.enable_op_determinism()
     model = catalog.build(config)
+    model.label_smoothing = options.label_smoothing
     optimizer = make_optimizer(options)
     training_step.compile(model, optimizer, jit_compile=options.jit_compile)
     model.optimizer.build(model.trainable_variables)
