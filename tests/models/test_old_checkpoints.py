@@ -40,6 +40,16 @@ def test_a_checkpoint_written_by_older_code_restores_every_weight_and_the_same_l
     np.testing.assert_allclose(logits.numpy(), stored["logits"], atol=1e-5)
 
 
+@pytest.mark.parametrize("name", sorted(os.listdir(OLD)))
+def test_an_old_model_directory_resumes_under_every_hyper_parameter_declared_since(name):
+    # `train` with --model (every flagfile gives it) asks for every declared default and
+    # refuses a directory whose config differs: one without a hyper-parameter declared since
+    # must read as that default, or resuming it fails ("trained with --X=None").
+    saved = model_dir_lib.read_config(os.path.join(OLD, name))
+    cls = catalog.get(saved["model"])
+    model_dir_lib.check_compatible(saved, dict(saved, hparams=cls.with_defaults(saved["hparams"])))
+
+
 def test_a_config_json_with_a_renamed_hyper_parameter_reads_under_the_new_name():
     # DenseNMT's --embedding_dim is --table_dim since; that model directory predates it.
     directory = os.path.join(OLD, "densenmt-summaries-dense1")

@@ -50,9 +50,10 @@ class ConvDecoder(Decoder):
                "tie_output": HParam(False, "the softmax table is the target embedding table "
                                            "(--table_dim wide, no bias); not the paper's"),
                **HPARAMS}
-    # Model directories trained before these flags ran multistep attention without the scalings.
+    # Model directories trained before these flags ran multistep attention without the scalings,
+    # and a softmax of its own.
     ADDED = {"scale_context": False, "scale_encoder_gradients": False, "scale_values": False,
-             **EMBEDDER_ADDED}
+             "tie_output": False, **EMBEDDER_ADDED}
 
     @classmethod
     def declared_behind(cls, encoder, declared):
