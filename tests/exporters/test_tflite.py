@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import time
 
 import keras
 import numpy as np
@@ -195,6 +196,60 @@ def test_conversions_of_different_models_in_one_process_succeed_through_one_serv
     assert servers[2].wait(timeout=60) == 0
 
 
+# A stand-in for tflite_child.py: answers each request, a second later, with its directory, and
+# leaves a child of its own that outlives it by a minute (as a conversion would).
+_SLOW_SERVER = """
+import os, subprocess, sys, time
+for line in sys.stdin:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with open(os.path.join(os.path.dirname(__file__), "child.pid"), "w") as f:
+        f.write(str(child.pid))
+    time.sleep(1)
+    print(line.split()[0], flush=True)
+"""
+
+
+def _running(pid):
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_an_interrupted_conversion_ends_its_server_and_the_next_gets_its_own_answer(
+        tmp_path, monkeypatch):
+    import signal
+    script = tmp_path / "server.py"
+    script.write_text(_SLOW_SERVER)
+    monkeypatch.setattr(tflite, "_CHILD", str(script))
+    server = tflite._ConverterServer()
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(KeyboardInterrupt):
+            server.convert("/first", "none")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert server._process is None
+    # The first answer, due 0.7 s later, is not read as the second's.
+    assert server.convert("/second", "none") == "/second"
+    # The server's own children end with it.
+    child = int((tmp_path / "child.pid").read_text())
+    assert _running(child)
+    server._end()
+    for _ in range(50):
+        if not _running(child):
+            break
+        time.sleep(0.1)
+    assert not _running(child)
+
+
 @pytest.mark.slow
 def test_a_model_with_an_op_tflite_lacks_gets_an_error_naming_it(dense_model, monkeypatch,
                                                                  tmp_path, caplog):
@@ -226,6 +281,8 @@ def test_a_converter_error_is_told_by_its_first_error_line_not_its_dumps_last():
                "%0 = \"tfl.while\"() ({\n  ^bb0:\n}")
     assert tflite._reason(message) == "loc(\"while\"): 'tfl.while' op body has 3 results"
     assert tflite._reason("one line") == "one line"
+    # A child killed before it wrote anything (out of memory): how it ended, not nothing.
+    assert tflite._reason("", "signal 9") == "signal 9"
 
 
 def test_quantize_needs_the_tflite_format(dense_model, tmp_path, capsys):

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -100,12 +101,16 @@ def convert(translator, quantize, diagnostic_dir=None):
             where = f" (the converter's output: {path})"
         except OSError:
             pass  # the one line still says why
-    raise ConfigError(f"model {name!r} cannot be converted to TFLite: {_reason(message)}{where}")
+    raise ConfigError(f"model {name!r} cannot be converted to TFLite: "
+                      f"{_reason(message, kind)}{where}")
 
 
 class _ConverterServer:
     """The process of tflite_child.py, started at the first conversion and kept until this
-    process ends (it ends at the end of its stdin): each conversion is a child it forks."""
+    process ends (it ends at the end of its stdin): each conversion is a child it forks. The
+    server and its children are a process group of their own, ended together where an exchange
+    is cut short (an interrupt: its answer would be read as the next conversion's) or the
+    server died (its child would convert on into a directory the retry also converts into)."""
 
     def __init__(self):
         self._process = None
@@ -125,14 +130,39 @@ class _ConverterServer:
                     answer = self._process.stdout.readline().strip()
                 except (OSError, ValueError):  # a broken pipe, a closed one
                     answer = ""
-                if answer or attempt:
-                    return answer or self._last_words()
+                except BaseException:
+                    self._end()
+                    raise
+                if answer:
+                    return answer
+                words = self._last_words()
+                self._end()
+                if attempt:
+                    return words
 
     def _start(self):
+        self._end()
         self._log = tempfile.TemporaryFile(mode="w+")
         self._process = subprocess.Popen(
             [sys.executable, _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+            stderr=self._log, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+            start_new_session=True)
+
+    def _end(self):
+        """Ends the server and any conversion it runs."""
+        if self._process is None:
+            return
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # ended already
+        self._process.wait()
+        for pipe in (self._process.stdin, self._process.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        self._process = None
 
     def _last_words(self):
         self._log.seek(0)
@@ -154,15 +184,15 @@ def _died(answer, output):
     return (answer if answer.startswith("signal") else f"exit status {answer}"), message
 
 
-def _reason(message):
+def _reason(message, kind=""):
     """One line of a converter's error: the ops TFLite lacks, else its first 'error:' line
     (the message goes on with notes and MLIR dumps, whose last line may be a lone '}'), else
-    its last line."""
+    its last line; `kind` (how the conversion ended: "signal 9") where it said nothing."""
     blocking = sorted(set(re.findall(r"'(tf\.\w+)' op is neither a custom op nor a flex op",
                                      message)))
     if blocking:
         return "ops with no TFLite builtin: " + ", ".join(blocking)
-    lines = message.strip().splitlines() or [""]
+    lines = message.strip().splitlines() or [kind]
     errors = [line.split("error:", 1)[1].strip() for line in lines if "error:" in line]
     return (errors[0] if errors else lines[-1])[:300]
 
