@@ -20,23 +20,28 @@ SUMMARY_FILE = "summary.md"
 _TESTS = ("bootstrap", "randomization")
 
 
-def verdict(gap, per_seed):
-    """The wording of a system's BLEU gap over its baseline by the project's rule
+def verdict(gaps, per_seed):
+    """The wording of a system's BLEU gaps over its baseline ({seed: gap}) by the project's rule
     (docs/results/README.md, "How verdicts are worded"), from each seed's p-values
-    ({seed: {"bootstrap": {"bleu": p}, "randomization": {"bleu": p}}}): "ahead" or "behind"
-    where both tests find the gap significant in every seed; "no difference detected" where
-    some seed's test does not; "second seed needed" where one seed shows a gap under
-    SECOND_SEED_BELOW. Whether "ahead" is the paper's claim holding or shrinking is the
-    paper's gap's business, not a record's."""
-    if gap is None or not per_seed:
+    ({seed: {"bootstrap": {"bleu": p}, "randomization": {"bleu": p}}}: sacreBLEU's tests are
+    two-sided): "ahead" or "behind" where the gap has that sign and both tests find it
+    significant in every seed; "seeds disagree" where significant gaps differ in sign; "no
+    difference detected" where some seed's test finds none; "second seed needed" where one seed
+    shows a gap under SECOND_SEED_BELOW. Whether "ahead" is the paper's claim holding or
+    shrinking is the paper's gap's business, not a record's."""
+    seeds = sorted(set(gaps) & set(per_seed))
+    if not seeds:
         return "not scored"
-    if len(per_seed) == 1 and abs(gap) < SECOND_SEED_BELOW:
+    if len(seeds) == 1 and abs(gaps[seeds[0]]) < SECOND_SEED_BELOW:
         return "second seed needed"
-    significant = all(p[test]["bleu"] is not None and p[test]["bleu"] < ALPHA
-                      for p in per_seed.values() for test in _TESTS)
+    significant = all(per_seed[seed][test]["bleu"] is not None
+                      and per_seed[seed][test]["bleu"] < ALPHA for seed in seeds for test in _TESTS)
     if not significant:
         return "no difference detected"
-    return "ahead" if gap > 0 else "behind"
+    signs = {gaps[seed] > 0 for seed in seeds}
+    if len(signs) > 1:
+        return "seeds disagree"
+    return "ahead" if signs.pop() else "behind"
 
 
 def run_end(run, budget):
@@ -59,25 +64,38 @@ def run_end(run, budget):
             else f"capped at {cap:,}, flat ({slope:+.2f} BLEU per 1,000 steps)")
 
 
-def rows(report, split="test"):
+def _seed_scores(report, split):
+    """{system: {seed (str): test BLEU}} of the report's scored runs."""
+    out = {}
+    for run in report["runs"]:
+        score = (run.get("tests") or {}).get(split, {}).get("bleu")
+        if score is not None:
+            out.setdefault(run["system"], {})[str(run["seed"])] = score
+    return out
+
+
+def rows(report, split):
     """One row per system of `report` on `split`: its means, gap to the baseline, p-values per
-    seed and the verdict."""
+    seed and the verdict (on the gaps of the seeds both systems were scored in)."""
     results = report["results"][split]
     base = results[report["baseline"]]
+    scores = _seed_scores(report, split)
+    base_scores = scores.get(report["baseline"], {})
     out = []
     for system in (s["name"] for s in report["systems"]):
         row = results.get(system)
         if row is None:
             continue
-        significance = row.get("significance") or {}
-        per_seed = significance.get("per_seed", {})
+        per_seed = (row.get("significance") or {}).get("per_seed", {})
+        gaps = {seed: score - base_scores[seed] for seed, score in scores.get(system, {}).items()
+                if seed in base_scores}
         gap = (None if system == report["baseline"] or row["bleu_mean"] is None
                or base["bleu_mean"] is None else row["bleu_mean"] - base["bleu_mean"])
         out.append({
             "system": system, "seeds": row.get("seeds", []), "bleu": row["bleu_mean"],
             "bleu_std": row.get("bleu_std"), "chrf": row.get("chrf_mean"), "gap": gap,
             "per_seed": per_seed,
-            "verdict": "baseline" if system == report["baseline"] else verdict(gap, per_seed),
+            "verdict": "baseline" if system == report["baseline"] else verdict(gaps, per_seed),
             "parameters": row.get("parameters"), "decode_speedup": row.get("decode_speedup"),
         })
     return out
@@ -96,19 +114,21 @@ def _pvalues(per_seed):
 
 
 def experiment_section(name, report):
+    split = report["test_splits"][0]
     lines = [f"## {name}", "",
              f"Baseline {report['baseline']}; seeds {', '.join(map(str, report['seeds']))}; "
-             f"[report]({name}/report.md).", "",
+             f"test split {split}; [report]({name}/report.md).", "",
              "| system | seeds | BLEU | ± | chrF | gap | p bootstrap / randomization | verdict "
              "| parameters | decoding speed |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for row in rows(report):
+    for row in rows(report, split):
         lines.append(
             f"| {row['system']} | {len(row['seeds'])} | {_number(row['bleu'])} | "
             f"{_number(row['bleu_std']) if len(row['seeds']) > 1 else '-'} | "
             f"{_number(row['chrf'])} | "
             f"{_number(row['gap'], sign=True)} | {_pvalues(row['per_seed'])} | {row['verdict']} "
-            f"| {row['parameters'] or 0:,} | {_number(row['decode_speedup'])}x |")
+            f"| {'-' if row['parameters'] is None else format(row['parameters'], ',')} | "
+            f"{'-' if row['decode_speedup'] is None else _number(row['decode_speedup']) + 'x'} |")
     ends = [f"{run['system']}/seed{run['seed']}: {run_end(run, report['budget'])}"
             for run in report["runs"]]
     if report["budget"].get("kind") == "converge":
@@ -126,8 +146,11 @@ def page(runs_dir):
              "Written by `tfnmt experiment --summary` from each experiment's report.json: "
              "mean test BLEU and chrF over the seeds, the BLEU gap to the baseline, each seed's "
              f"p-values, and the verdict by the rule of README.md (p < {ALPHA} by both tests "
-             f"in every seed; one seed and a gap under {SECOND_SEED_BELOW:g} BLEU: a second "
-             "seed first). Decoding speed is relative to the baseline's. Under a convergence "
+             f"in every seed, the gap of one sign; one seed and a gap under "
+             f"{SECOND_SEED_BELOW:g} BLEU: a second seed first), on each experiment's first test "
+             "split and final (or, under a convergence budget, best) checkpoints; averaged "
+             "checkpoints are in the reports. Decoding speed is relative to the baseline's. "
+             "Under a convergence "
              "budget each run's end is given: stopped by the rule, or capped with the slope of "
              "its validation BLEU over its last two validations.", ""]
     for path in sorted(reports, key=lambda p: os.path.basename(os.path.dirname(p))):
