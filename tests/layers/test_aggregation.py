@@ -170,9 +170,11 @@ def test_iterative_aggregation_is_equation_6_and_leaves_the_backbone_alone():
 @pytest.mark.parametrize("num_layers,tree", [(6, [[0, 1], [2, 3], [4, 5]]), (4, [[0, 1], [2, 3]]),
                                              (5, [[0, 1], [2, 3], [4]]), (3, [[0, 1], [2]]),
                                              (2, [[0, 1]])])
-def test_hierarchical_tree_feeds_each_node_back_into_the_backbone(num_layers, tree):
+@pytest.mark.parametrize("residual", ["all", "top"])
+def test_hierarchical_tree_feeds_each_node_back_into_the_backbone(num_layers, tree, residual):
+    # "top": each node adds only its highest layer's state, H^{2i} (H^L for an odd top node).
     assert hierarchical_nodes(num_layers) == tree
-    aggregation = LayerAggregation("hierarchical", num_layers, 12, "none")
+    aggregation = LayerAggregation("hierarchical", num_layers, 12, "none", residual=residual)
     aggregation.build((B, T, D))
     randomise(aggregation)
     # Node i merges its layers and, from the second on, the node before it.
@@ -192,7 +194,7 @@ def test_hierarchical_tree_feeds_each_node_back_into_the_backbone(num_layers, tr
             x = raw[l].numpy() + 0.5 * x
             expected_states.append(x)
         merged = [tf.constant(expected_states[l]) for l in layers] + ([tf.constant(node)] if i else [])
-        node = agg_numpy(aggregation.nodes[i], merged)
+        node = agg_numpy(aggregation.nodes[i], merged, residual, top=len(layers) - 1)
         x = node  # fed back: the next layer reads the node
     np.testing.assert_allclose(output.numpy(), node, rtol=1e-4, atol=1e-4)
     for got, want in zip(layer_states, expected_states):
