@@ -18,8 +18,11 @@ def averaged_label(report):
     return f"average of the last {report['average_checkpoints']}"
 
 
-def _number(value, digits=2):
-    return "-" if value is None else f"{value:.{digits}f}"
+def number(value, digits=2, sign=False):
+    """A figure of a table: '-' where there is none."""
+    if value is None:
+        return "-"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
 def _p(value):
@@ -151,12 +154,12 @@ def _systems_table(report, blocks):
             parameters = "-" if row["parameters"] is None else f"{row['parameters']:,}"
             lines.append(
                 f"| {name}{suffix} | {parameters} "
-                f"| {_number(row['bleu_mean'])} ± {_number(row['bleu_std'])} "
-                f"| {_number(row['chrf_mean'])} ± {_number(row['chrf_std'])} "
-                f"| {p_bleu} | {p_chrf} | {_number(row.get('bleu_moses_lc_mean'))} "
-                f"| {_number(row['target_tokens_per_second_mean'], 0)} "
-                f"| {_number(row['sentences_per_second_mean'], 1)} "
-                f"| {_number(row['decode_speedup'])}{'x' if row['decode_speedup'] else ''} "
+                f"| {number(row['bleu_mean'])} ± {number(row['bleu_std'])} "
+                f"| {number(row['chrf_mean'])} ± {number(row['chrf_std'])} "
+                f"| {p_bleu} | {p_chrf} | {number(row.get('bleu_moses_lc_mean'))} "
+                f"| {number(row['target_tokens_per_second_mean'], 0)} "
+                f"| {number(row['sentences_per_second_mean'], 1)} "
+                f"| {number(row['decode_speedup'])}{'x' if row['decode_speedup'] else ''} "
                 f"| {row['runs']} |")
     return lines
 
@@ -202,7 +205,7 @@ def _length_table(rows):
              "|---|" + "---:|" * len(labels)]
     for name, row in rows:
         if row.get("length_buckets"):
-            lines.append(f"| {name} | " + " | ".join(_number(b["bleu_mean"])
+            lines.append(f"| {name} | " + " | ".join(number(b["bleu_mean"])
                                                      for b in row["length_buckets"]) + " |")
     return lines
 
@@ -214,6 +217,6 @@ def _runs_table(report):
         lines.append(f"| {entry['system']}/seed{entry['seed']} | {entry['status']} "
                      f"| {entry['step']:,} | {entry.get('target_tokens', 0):,.0f} "
                      f"| {entry.get('train_seconds', 0) / 60:.1f} min "
-                     f"| {_number(entry.get('target_tokens_per_second'), 0)} |")
+                     f"| {number(entry.get('target_tokens_per_second'), 0)} |")
     lines.append("")
     return lines

@@ -11,6 +11,7 @@ import json
 import os
 
 from tfnmt.errors import ConfigError
+from tfnmt.experiments.report_page import number
 
 # p below this is significant.
 ALPHA = 0.05
@@ -101,15 +102,9 @@ def rows(report, split):
     return out
 
 
-def _number(value, digits=2, sign=False):
-    if value is None:
-        return "-"
-    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
-
-
 def _pvalues(per_seed):
-    return "; ".join(f"seed {seed}: {_number(p['bootstrap']['bleu'], 4)} / "
-                     f"{_number(p['randomization']['bleu'], 4)}"
+    return "; ".join(f"seed {seed}: {number(p['bootstrap']['bleu'], 4)} / "
+                     f"{number(p['randomization']['bleu'], 4)}"
                      for seed, p in sorted(per_seed.items(), key=lambda item: int(item[0]))) or "-"
 
 
@@ -123,12 +118,12 @@ def experiment_section(name, report):
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows(report, split):
         lines.append(
-            f"| {row['system']} | {len(row['seeds'])} | {_number(row['bleu'])} | "
-            f"{_number(row['bleu_std']) if len(row['seeds']) > 1 else '-'} | "
-            f"{_number(row['chrf'])} | "
-            f"{_number(row['gap'], sign=True)} | {_pvalues(row['per_seed'])} | {row['verdict']} "
+            f"| {row['system']} | {len(row['seeds'])} | {number(row['bleu'])} | "
+            f"{number(row['bleu_std']) if len(row['seeds']) > 1 else '-'} | "
+            f"{number(row['chrf'])} | "
+            f"{number(row['gap'], sign=True)} | {_pvalues(row['per_seed'])} | {row['verdict']} "
             f"| {'-' if row['parameters'] is None else format(row['parameters'], ',')} | "
-            f"{'-' if row['decode_speedup'] is None else _number(row['decode_speedup']) + 'x'} |")
+            f"{'-' if row['decode_speedup'] is None else number(row['decode_speedup']) + 'x'} |")
     ends = [f"{run['system']}/seed{run['seed']}: {run_end(run, report['budget'])}"
             for run in report["runs"]]
     if report["budget"].get("kind") == "converge":
