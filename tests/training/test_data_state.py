@@ -39,6 +39,16 @@ def _flat(batch):
             features["target_in"].numpy(), labels.numpy()]
 
 
+def test_neither_the_stream_nor_what_fit_reads_runs_tf_datas_autotuning(stream_parts):
+    """An iterator with tf.data's autotuning waits, when destroyed, for the autotuning thread to
+    wake from its sleep: `tfnmt train` sat 10-50 s after its last line before exiting (and a
+    run in-process stalled alike where its stream was freed)."""
+    saved = SavedStream(_stream(stream_parts))
+    saved.start(0)
+    for dataset in (_stream(stream_parts), saved.dataset()):
+        assert dataset.options().autotune.enabled is False
+
+
 @pytest.mark.slow
 def test_a_saved_stream_goes_on_with_the_batches_of_an_uninterrupted_one(stream_parts, tmp_path):
     uninterrupted = iter(_stream(stream_parts))

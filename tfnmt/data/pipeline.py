@@ -189,6 +189,10 @@ def training_stream(pairs, source_vocab, target_vocab, *, start_epoch=0, skip_ba
     # An iterator of the stream is saved in checkpoints (training/trainer.py); the one state it
     # cannot hold, the tokenizers' SentencePiece models, is the vocabulary's, made again.
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    # tf.data's autotuning thread sleeps between rounds, and the iterator's destructor waits for
+    # it: the process hung 10-50 s after training's last line, with no throughput gained from it
+    # (docs/benchmarks.md, "The slow exit"). Parallel maps then take one call per core.
+    options.autotune.enabled = False
     return (stream.apply(group(accumulate_steps)).prefetch(tf.data.AUTOTUNE)
             .with_options(options))
 

@@ -89,5 +89,6 @@ class SavedStream:
         options = tf.data.Options()
         # No prefetch of tf.data's own here: fewer batches pulled ahead to save.
         options.experimental_optimization.inject_prefetch = False
+        options.autotune.enabled = False  # as the stream's (data/pipeline.py training_stream)
         return tf.data.Dataset.from_generator(forever, output_signature=self.spec).with_options(
             options)
