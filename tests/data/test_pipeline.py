@@ -52,8 +52,10 @@ def test_token_batches_respect_the_budget_and_pad_with_zero(tiny_vocab):
         assert source.shape[0] * max(source.shape[1], labels.shape[1]) <= 64
         assert target_in.shape == labels.shape
         total += source.shape[0]
-        # Labels are padded exactly where the shifted inputs are.
+        # Labels are padded exactly where the shifted inputs are, each tensor to its longest
+        # row in the batch (not the sorting window's).
         assert np.array_equal(labels == 0, target_in == 0)
+        assert (source[:, -1] != 0).any() and (labels.numpy()[:, -1] != 0).any()
     assert total == 200
 
 
