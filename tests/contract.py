@@ -28,9 +28,9 @@ TINY = {
                              decoder_aggregation="iterative", multi_layer_attention=2,
                              diversity_weight=0.1),
     "ctc_nat": _ATTENTIONAL,
-    "densenmt": dict(encoder_layers=2, decoder_layers=2, embed_dim=16, hidden_dim=12,
+    "densenmt": dict(encoder_layers=2, decoder_layers=2, embed_dim=16, residual_dim=12,
                      growth_rate=8, attention_dim=10, attention="dense2", dropout=0.0),
-    "convs2s": dict(encoder_layers=2, decoder_layers=2, embed_dim=16, hidden_dim=12, dropout=0.0,
+    "convs2s": dict(encoder_layers=2, decoder_layers=2, embed_dim=16, residual_dim=12, dropout=0.0,
                     table_dim=8),  # narrower tables: the projections and narrow positions run too
     "deeplau": dict(_RECURRENT, encoder_layers=2, decoder_layers=2, attention_dim=6,
                     output_dropout=0.0),
@@ -49,10 +49,11 @@ TINY = {
 # is covered, behind every encoder or before every decoder, once it is registered and sized. A
 # name two parts read takes one value in a hybrid: these agree where names meet.
 _PART = dict(embed_dim=16, hidden_dim=12, dropout=0.0)
+_CONV_PART = dict(embed_dim=16, residual_dim=12, dropout=0.0)
 PART_SIZES = {
     "encoder": {
         "transformer": dict(encoder_layers=2, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0),
-        "densenmt": dict(_PART, encoder_layers=2, growth_rate=8),
+        "densenmt": dict(_CONV_PART, encoder_layers=2, growth_rate=8),
         "recurrent": dict(_PART, encoder_layers=2),
         "conv_sentence": dict(_PART, conv_encoder="ngram", conv_filters=5, conv_input_dim=16,
                               encoding_dim=10),
@@ -60,7 +61,7 @@ PART_SIZES = {
     },
     "decoder": {
         "transformer": dict(decoder_layers=2, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0),
-        "densenmt": dict(_PART, decoder_layers=2, growth_rate=8),
+        "densenmt": dict(_CONV_PART, decoder_layers=2, growth_rate=8),
         "recurrent": dict(_PART, decoder_layers=2, attention_dim=6, output_dropout=0.0),
         "conditional_gru": dict(_PART, maxout_dim=6),
         "luong": dict(decoder_layers=2, lstm_units=10, lstm_embed_dim=7, lstm_dropout=0.0),

@@ -105,13 +105,39 @@ def test_info_counts_parameters_by_component(trained_model, capsys):
 
 def test_info_counts_a_flagfile_model_before_training(tmp_path, capsys):
     assert run_cli("info", "--model=convs2s", "--vocab_size=1000", "--embed_dim=16",
-                   "--table_dim=8", "--hidden_dim=16", f"--model_dir={tmp_path / 'none'}") == 0
+                   "--table_dim=8", "--residual_dim=16", f"--model_dir={tmp_path / 'none'}") == 0
     out = capsys.readouterr().out
     assert "vocabularies assumed 1,000 per side" in out
     embeddings = int(out.split("\n  embeddings")[1].split()[0].replace(",", ""))
     # Source and target: a 1000 x 8 table, a 1024 x 8 position table (--narrow_positions) and
     # 8 x 16 of projection each.
     assert embeddings == 2 * 1000 * 8 + 2 * 1024 * 8 + 2 * 8 * 16
+
+
+def _parameter_counts(capsys, *flags):
+    assert run_cli("info", "--vocab_size=1000", *flags) == 0
+    out = capsys.readouterr().out
+    return {part: out.split(f"\n  {part}")[1].split()[0] for part in ("encoder", "decoder")}
+
+
+def test_an_older_flagfiles_hidden_dim_sets_the_convolutional_residual_width(tmp_path, capsys,
+                                                                                caplog):
+    flags = ("--model=convs2s", "--embed_dim=16", f"--model_dir={tmp_path / 'none'}")
+    assert (_parameter_counts(capsys, *flags, "--hidden_dim=24")
+            == _parameter_counts(capsys, *flags, "--residual_dim=24")
+            != _parameter_counts(capsys, *flags, "--residual_dim=16"))
+    assert "--hidden_dim is --residual_dim for model 'convs2s'" in caplog.text
+
+
+def test_a_hybrid_sets_a_recurrent_state_and_a_residual_layer_width_apart(tmp_path, capsys):
+    flags = ("--model=hybrid", "--encoder_type=recurrent", "--decoder_type=densenmt",
+             "--embed_dim=16", "--encoder_layers=1", "--decoder_layers=1", "--growth_rate=8",
+             f"--model_dir={tmp_path / 'none'}")
+    base = _parameter_counts(capsys, *flags, "--hidden_dim=12", "--residual_dim=12")
+    wider_state = _parameter_counts(capsys, *flags, "--hidden_dim=20", "--residual_dim=12")
+    assert wider_state["encoder"] != base["encoder"]
+    wider_residual = _parameter_counts(capsys, *flags, "--hidden_dim=12", "--residual_dim=20")
+    assert wider_residual["encoder"] == base["encoder"] != wider_residual["decoder"]
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from conftest import multi30k_lines
 from contract import assert_incremental_equals_teacher_forcing, overfit_export_and_compare
 from tfnmt.models import catalog
 
-SMALL = dict(encoder_layers=2, decoder_layers=3, embed_dim=16, hidden_dim=24)
+SMALL = dict(encoder_layers=2, decoder_layers=3, embed_dim=16, residual_dim=24)
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
 TARGET_IN = tf.constant([[2, 10, 11, 12, 13], [2, 13, 14, 0, 0]])
 
@@ -129,7 +129,7 @@ def test_gradients_into_the_encoder_output_are_scaled_by_one_over_twice_the_atte
 def test_convs2s_overfits_multi30k_pairs_and_the_export_translates_them(multi30k_dir, tmp_path):
     run = overfit_export_and_compare(
         str(tmp_path), multi30k_dir, "--model=convs2s", "--encoder_layers=2", "--decoder_layers=2",
-        "--embed_dim=64", "--hidden_dim=64", steps=100, learning_rate=5e-3, below=1.2, lines=20,
+        "--embed_dim=64", "--residual_dim=64", steps=100, learning_rate=5e-3, below=1.2, lines=20,
         export_flags=("--beam_size=1",), compare=((("--beam_size=1",), ()),))  # 5.3 -> 0.09 seen
     from tfnmt.evaluation import bleu
     score = bleu.score(run.outputs[0], multi30k_lines(multi30k_dir, "de", 20))["bleu"]

@@ -9,7 +9,7 @@ from tfnmt.errors import ConfigError
 from tfnmt.layers.conv_blocks import summary_after
 from tfnmt.models import catalog
 
-TINY = dict(encoder_layers=3, decoder_layers=4, embed_dim=16, hidden_dim=12, growth_rate=8,
+TINY = dict(encoder_layers=3, decoder_layers=4, embed_dim=16, residual_dim=12, growth_rate=8,
             attention_dim=10, dropout=0.0)
 SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
 TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
@@ -228,7 +228,7 @@ def test_bad_switches_are_config_errors(bad):
 def test_convs2s_pins_the_residual_switches():
     with pytest.raises(ConfigError, match="no hyper-parameter attention"):
         catalog.get("convs2s")(50, 60, attention="dense2")
-    model = catalog.get("convs2s")(50, 60, embed_dim=16, hidden_dim=12, table_dim=8)
+    model = catalog.get("convs2s")(50, 60, embed_dim=16, residual_dim=12, table_dim=8)
     model.build_with_dummy_batch()
     assert model.settings["encoder"] == "residual" and model.settings["attention"] == "multistep"
     assert model.encoder.embedder.embedding.embeddings.shape == (50, 8)

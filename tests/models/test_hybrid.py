@@ -14,7 +14,7 @@ from tfnmt.models import catalog
 SOURCE = tf.constant([[5, 6, 7, 3, 0, 0], [8, 9, 3, 0, 0, 0]])
 TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
 TRANSFORMER = dict(d_model=16, ffn_dim=32, num_heads=2)
-DENSENMT = dict(embed_dim=16, hidden_dim=12, growth_rate=8)
+DENSENMT = dict(embed_dim=16, residual_dim=12, growth_rate=8)
 
 
 @pytest.mark.parametrize("encoder, decoder, sizes", [

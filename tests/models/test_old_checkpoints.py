@@ -50,13 +50,31 @@ def test_an_old_model_directory_resumes_under_every_hyper_parameter_declared_sin
     model_dir_lib.check_compatible(saved, dict(saved, hparams=cls.with_defaults(saved["hparams"])))
 
 
-def test_a_config_json_with_a_renamed_hyper_parameter_reads_under_the_new_name():
+@pytest.mark.parametrize("name,old,new,value", [
     # DenseNMT's --embedding_dim is --table_dim since; that model directory predates it.
-    directory = os.path.join(OLD, "densenmt-summaries-dense1")
+    ("densenmt-summaries-dense1", "embedding_dim", "table_dim", 8),
+    # The convolutional families' --hidden_dim is --residual_dim since.
+    *[(name, "hidden_dim", "residual_dim", 12) for name in ("convs2s", "densenmt")],
+])
+def test_a_config_json_with_a_renamed_hyper_parameter_reads_under_the_new_name(name, old, new,
+                                                                              value):
+    directory = os.path.join(OLD, name)
     with open(model_dir_lib.config_path(directory)) as f:
-        assert "embedding_dim" in f.read()
+        assert f'"{old}"' in f.read()
     hparams = model_dir_lib.read_config(directory)["hparams"]
-    assert hparams["table_dim"] == 8 and "embedding_dim" not in hparams
+    assert hparams[new] == value and old not in hparams
+
+
+def test_a_hybrid_config_with_the_old_name_keeps_it_where_its_recurrent_part_reads_it():
+    # Before --residual_dim, a recurrent encoder and a convolutional decoder read one
+    # --hidden_dim: both widths now, each under its own name.
+    config = {"model": "hybrid", "hparams": {"encoder_type": "recurrent", "decoder_type": "densenmt",
+                                             "hidden_dim": 12}}
+    assert catalog.upgrade(config)["hparams"]["hidden_dim"] == 12
+    assert catalog.upgrade(config)["hparams"]["residual_dim"] == 12
+    config["hparams"]["encoder_type"] = "transformer"
+    assert "hidden_dim" not in catalog.upgrade(config)["hparams"]
+    assert catalog.upgrade(config)["hparams"]["residual_dim"] == 12
 
 
 @pytest.mark.parametrize("name,added", [

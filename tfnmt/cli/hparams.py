@@ -8,7 +8,7 @@ different help (dropout: where each family drops) gets a help that says what eac
 it; `tfnmt VERB --help` lists each model's default beside it (cli/verbs.py).
 """
 
-from absl import flags
+from absl import flags, logging
 
 from tfnmt.errors import ConfigError
 from tfnmt.models import catalog
@@ -59,14 +59,18 @@ def define_flags(flag_values=flags.FLAGS):
 
 
 def set_by_flags(cls, flag_values=flags.FLAGS):
-    """{name: value} of the hyper-parameters the user set, all of model class `cls`."""
+    """{name: value} of the hyper-parameters the user set, all of model class `cls`; a name the
+    model renamed (an older flagfile's) is kept, for `catalog.renamed`, with a warning."""
     given = {}
     for name in catalog.hparam_names():
         value = flag_values[name].value
         if value is None:
             continue
         if name not in cls.HPARAMS:
-            raise ConfigError(f"--{name} is not a hyper-parameter of model {cls.registry_name!r}")
+            if name not in cls.RENAMED:
+                raise ConfigError(f"--{name} is not a hyper-parameter of model {cls.registry_name!r}")
+            logging.warning("--%s is --%s for model %r: read as --%s=%s", name, cls.RENAMED[name],
+                            cls.registry_name, cls.RENAMED[name], value)
         given[name] = value
     return given
 
@@ -74,4 +78,4 @@ def set_by_flags(cls, flag_values=flags.FLAGS):
 def from_flags(cls, flag_values=flags.FLAGS):
     """The hyper-parameters of model class `cls`: its defaults overridden by the flags the user
     set."""
-    return cls.with_defaults(set_by_flags(cls, flag_values))
+    return cls.with_defaults(catalog.renamed(cls, set_by_flags(cls, flag_values)))

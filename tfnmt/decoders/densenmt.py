@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from tfnmt.decoding.shared import output_kernel, with_output_kernel
 from tfnmt.layers.conv_blocks import ADDED as EMBEDDER_ADDED
-from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder,
+from tfnmt.layers.conv_blocks import (HALF, HPARAMS, RENAMED, STACKS, GLUConv, LearnedEmbedder,
                                       MultiStepAttention, SummaryLayer, scale_gradient,
                                       summary_after)
 from tfnmt.layers.dense_attention import DenseAttention1, DenseAttention2
@@ -54,6 +54,7 @@ class ConvDecoder(Decoder):
     # and a softmax of its own.
     ADDED = {"scale_context": False, "scale_encoder_gradients": False, "scale_values": False,
              "tie_output": False, **EMBEDDER_ADDED}
+    RENAMED = RENAMED
 
     @classmethod
     def declared_behind(cls, encoder, declared):
@@ -72,7 +73,7 @@ class ConvDecoder(Decoder):
                                         name="target_embedder")
         self.dropout = self.embedder.dropout
         self.dense = h["decoder"] == "dense"
-        width = h["growth_rate"] if self.dense else h["hidden_dim"]
+        width = h["growth_rate"] if self.dense else h["residual_dim"]
 
         def attention_layer(i):
             if attention == "multistep":
@@ -106,7 +107,7 @@ class ConvDecoder(Decoder):
         """Input width of every causal convolution, keyed like the decoding state."""
         h = self.hparams
         if not self.dense:
-            return {f"layer_{i}": h["hidden_dim"] for i in range(h["decoder_layers"])}
+            return {f"layer_{i}": h["residual_dim"] for i in range(h["decoder_layers"])}
         per_layer = h["growth_rate"] * (2 if self.attention else 1)
         widths, current = {}, h["embed_dim"]
         for i in range(1, h["decoder_layers"] + 1):

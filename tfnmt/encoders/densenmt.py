@@ -18,8 +18,8 @@ A dense layer reads the concatenation of every earlier output since the last sum
 import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
-from tfnmt.layers.conv_blocks import (ADDED, HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder,
-                                      SummaryLayer, summary_after)
+from tfnmt.layers.conv_blocks import (ADDED, HALF, HPARAMS, RENAMED, STACKS, GLUConv,
+                                      LearnedEmbedder, SummaryLayer, summary_after)
 from tfnmt.layers.hparams import ENCODER_LAYERS, HParam
 from tfnmt.layers.part import Encoder, EncoderOutput, register_encoder
 from tfnmt.layers.weight_norm import WeightNormDense
@@ -38,6 +38,7 @@ class ConvEncoder(Encoder):
                "encoder": HParam("dense", "encoder stack", choices=STACKS), **HPARAMS}
     EXTRAS = frozenset({"embedded", "base", "layers"})
     ADDED = ADDED
+    RENAMED = RENAMED
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)
@@ -47,7 +48,7 @@ class ConvEncoder(Encoder):
         self.memory_layers = memory_layers(h)
         self.output_width = self.summary_width = (
             h["embed_dim"] + self.memory_layers * h["growth_rate"] if h["encoder"] == "dense"
-            else h["hidden_dim"])
+            else h["residual_dim"])
         self.embedder = LearnedEmbedder(h, "source", vocab_size, name="source_embedder")
         self.dense = h["encoder"] == "dense"
         if self.dense:
@@ -58,9 +59,9 @@ class ConvEncoder(Encoder):
                               for i in sorted(summary_after(layers, h["sumlen"]))}
             self.input_projection = None
         else:
-            self.input_projection = WeightNormDense(h["hidden_dim"], dropout_in=dropout,
+            self.input_projection = WeightNormDense(h["residual_dim"], dropout_in=dropout,
                                                     name="encoder_in")
-            self.convs = [GLUConv(h["hidden_dim"], kernel, dropout_in=dropout,
+            self.convs = [GLUConv(h["residual_dim"], kernel, dropout_in=dropout,
                                   name=f"encoder_conv_{i}") for i in range(layers)]
             self.summaries = {}
         self.dropout = self.embedder.dropout

@@ -84,7 +84,7 @@ HPARAMS = {
                                "multi-step attention width)"),
     "table_dim": HParam(0, "width of the source/target/softmax embedding tables, projected to "
                            "embed_dim (0 = embed_dim)", bounds=">= 0"),
-    "hidden_dim": HParam(256, "width of residual layers", bounds=">= 1"),
+    "residual_dim": HParam(256, "width of residual layers", bounds=">= 1"),
     "growth_rate": HParam(128, "output width of each dense layer", bounds=">= 1"),
     "sumlen": HParam(0, "a summary layer after every sumlen-1 layers (0 = none)", bounds=">= 0"),
     "kernel_size": HParam(3, "convolution kernel width", bounds=">= 1"),
@@ -97,6 +97,9 @@ HPARAMS = {
 }
 # Model directories trained before --narrow_positions had embed_dim-wide position tables.
 ADDED = {"narrow_positions": False}
+# Named apart from the recurrent families' --hidden_dim (their state width), which a hybrid of a
+# recurrent part and a convolutional one reads beside it.
+RENAMED = {"hidden_dim": "residual_dim"}
 STACKS = ("dense", "residual")
 
 

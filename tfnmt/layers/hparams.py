@@ -66,9 +66,9 @@ DECODER_LAYERS = HParam(6, "number of decoder layers", bounds=">= 1")
 
 # Names several families read, each where and as much as its paper does: a part takes the shared
 # declaration (its kind and range) with its own default and help, `.but(default=..., help=...)`,
-# and the flag's help says what each model means by it (cli/hparams.py). `hidden_dim` is not
-# among them: the recurrent families' state width (HIDDEN_DIM) is the convolutional families'
-# residual-layer width (conv_blocks.py), another quantity under the same name.
+# and the flag's help says what each model means by it (cli/hparams.py). A new meaning takes a
+# new name: the convolutional families' residual-layer width is `residual_dim` (conv_blocks.py),
+# not the recurrent state width `hidden_dim`, since a hybrid may read both.
 DROPOUT = HParam(0.1, "dropout rate", bounds="[0, 1)")
 EMBED_DIM = HParam(512, "word embedding width", bounds=">= 1")
 HIDDEN_DIM = HParam(512, "recurrent state width", bounds=">= 1")

@@ -76,8 +76,10 @@ class Encoder(Part):
     `output_width` (W, None for a sentence encoder) and `summary_width` (W'). A class that
     gives extras names them in EXTRAS."""
     HPARAMS = {}
-    # Hyper-parameters added since older model directories were written (models/base.py ADDED).
+    # Hyper-parameters added and renamed since older model directories were written
+    # (models/base.py ADDED, RENAMED).
     ADDED = {}
+    RENAMED = {}
     EXTRAS = frozenset()
     # The most source tokens (eos included) it reads: the translator splits longer sources into
     # chunks and the trainer drops longer pairs. None = any length.
@@ -100,6 +102,7 @@ class Decoder(Part):
     "summary" (reads only the sentence vector)."""
     HPARAMS = {}
     ADDED = {}
+    RENAMED = {}
     READS = "sequence"
     attends = False
 

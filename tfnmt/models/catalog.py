@@ -26,13 +26,25 @@ def upgrade(config):
     """A config (a model directory's config.json) in today's hyper-parameter names, with the
     hyper-parameters added since it was written at the values it was trained with."""
     cls = MODELS.get(config.get("model"))
-    renamed, added = getattr(cls, "RENAMED", {}), getattr(cls, "ADDED", {})
-    if not renamed and not added:
+    if cls is None or not cls.RENAMED and not cls.ADDED:
         return config
-    hparams = {renamed.get(k, k): v for k, v in config["hparams"].items()}
+    hparams = renamed(cls, config["hparams"])
     declared = cls.declared(hparams)
     return dict(config, hparams=dict(
-        {k: v for k, v in added.items() if k in declared and k not in hparams}, **hparams))
+        {k: v for k, v in cls.ADDED.items() if k in declared and k not in hparams}, **hparams))
+
+
+def renamed(cls, hparams):
+    """`hparams` (of model class `cls`) with each name the model renamed (RENAMED: old -> new)
+    under its new one, where the model declares the new name and not the old; where it declares
+    both (a hybrid whose recurrent part reads --hidden_dim beside a convolutional part's
+    --residual_dim, one value before they were told apart), the old value is given to both."""
+    hparams = dict(hparams)
+    declared = cls.declared(hparams)
+    for old, new in cls.RENAMED.items():
+        if old in hparams and new in declared and new not in hparams:
+            hparams[new] = hparams[old] if old in declared else hparams.pop(old)
+    return hparams
 
 
 def build(config):

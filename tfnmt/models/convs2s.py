@@ -14,7 +14,7 @@ small-embedding BASE rows.
 from tfnmt.models.densenmt import DenseNMT
 from tfnmt.models.registry import register
 
-_SHARED = ("encoder_layers", "decoder_layers", "embed_dim", "table_dim", "hidden_dim",
+_SHARED = ("encoder_layers", "decoder_layers", "embed_dim", "table_dim", "residual_dim",
            "kernel_size", "dropout", "max_positions", "narrow_positions", "scale_context",
            "scale_encoder_gradients", "scale_values", "share_embeddings", "tie_output")
 

@@ -2,7 +2,7 @@
 attention. Every part is a switch, so the paper's ablations (Table 2) are flagfiles:
 
   --encoder=dense|residual    eq. 6: h^{l+1} = GLU-Conv([h^l; ...; h^0]) of width `growth_rate`,
-                              or the residual ConvS2S stack of width `hidden_dim`
+                              or the residual ConvS2S stack of width `residual_dim`
   --decoder=dense|residual    eq. 7: z^{l+1} = causal GLU-Conv([z^l; a^l; ...; z^1; a^1; z^0])
   --attention=multistep|dense1|dense2|none
                               ConvS2S's per-layer attention over the top encoder layer, DenseAtt-1
@@ -39,7 +39,7 @@ from tfnmt.models.transformer import SHARE_EMBEDDINGS, check_shared_embeddings
 @register("densenmt")
 class DenseNMT(EncoderDecoder):
     HPARAMS = {**ConvEncoder.HPARAMS, **ConvDecoder.HPARAMS, "share_embeddings": SHARE_EMBEDDINGS}
-    RENAMED = {"embedding_dim": "table_dim"}
+    RENAMED = {"embedding_dim": "table_dim", **ConvEncoder.RENAMED, **ConvDecoder.RENAMED}
     ADDED = {**ConvEncoder.ADDED, **ConvDecoder.ADDED, "share_embeddings": False}
     # Subclasses pin some switches (ConvS2S is the all-residual, multi-step case).
     FIXED = {}

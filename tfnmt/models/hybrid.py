@@ -50,6 +50,8 @@ class Hybrid(EncoderDecoder):
                            for name, spec in part.HPARAMS.items()}}
     ADDED = {name: value for part in (*ENCODERS.values(), *DECODERS.values())
              for name, value in part.ADDED.items()}
+    RENAMED = {old: new for part in (*ENCODERS.values(), *DECODERS.values())
+               for old, new in part.RENAMED.items()}
 
     @classmethod
     def title(cls, hparams):
