@@ -87,8 +87,9 @@ def token_batches(batch_tokens, window=SORT_WINDOW):
                      for name, value in features.items()},
                     labels[a:b, :tf.reduce_max(lengths["labels"][a:b])])
         return tf.data.Dataset.from_tensor_slices((starts, ends)).map(batch)
-    # Padded, not ragged, windows: tf.data's ragged_batch costs in proportion to the window, not
-    # to the pairs it holds (90 ms and 30,000 thread switches for a window of 20 pairs).
+    # Padded, not ragged, windows: tf.data's ragged_batch costs in proportion to the window's
+    # capacity, not to the pairs it holds, which a small corpus paid at every batch
+    # (docs/benchmarks.md, "Windows of a small corpus").
     return lambda dataset: dataset.map(with_lengths).padded_batch(window).flat_map(cut)
 
 
@@ -199,7 +200,7 @@ def training_stream(pairs, source_vocab, target_vocab, *, start_epoch=0, skip_ba
     # cannot hold, the tokenizers' SentencePiece models, is the vocabulary's, made again.
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     # tf.data's autotuning thread sleeps between rounds, and the iterator's destructor waits for
-    # it: the process hung 10-50 s after training's last line, with no throughput gained from it
+    # it: training's process hung after its last line, and the throughput gained nothing from it
     # (docs/benchmarks.md, "The slow exit"). Parallel maps then take one call per core.
     options.autotune.enabled = False
     return (stream.apply(group(accumulate_steps)).prefetch(tf.data.AUTOTUNE)

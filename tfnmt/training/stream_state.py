@@ -89,6 +89,8 @@ class SavedStream:
         options = tf.data.Options()
         # No prefetch of tf.data's own here: fewer batches pulled ahead to save.
         options.experimental_optimization.inject_prefetch = False
-        options.autotune.enabled = False  # as the stream's (data/pipeline.py training_stream)
+        # Its iterator, freed at the end, would wait for tf.data's autotuning thread as the
+        # stream's does (data/pipeline.py training_stream).
+        options.autotune.enabled = False
         return tf.data.Dataset.from_generator(forever, output_signature=self.spec).with_options(
             options)
