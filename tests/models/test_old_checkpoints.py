@@ -3,14 +3,17 @@ registered model, a model directory written by tests/make_old_checkpoints.py wit
 version of the code. The current code must read its config.json, build the model, restore every
 weight under the same checkpoint key and compute the same logits."""
 
+import json
 import os
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO
+from conftest import REPO, run_cli
 from contract import TINY, logits_of
+from tfnmt import formats
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.models import catalog
 from tfnmt.training import checkpoints
@@ -30,7 +33,7 @@ def test_every_registered_model_has_an_old_checkpoint():
 
 @pytest.mark.parametrize("name", sorted(os.listdir(OLD)))
 def test_a_checkpoint_written_by_older_code_restores_every_weight_and_the_same_logits(name):
-    directory = os.path.join(OLD, name)
+    directory = os.path.join(OLD, name)  # or a copy's path
     model = catalog.build(model_dir_lib.read_config(directory))
     # assert_consumed: every variable of the model is read, and every value of the checkpoint.
     tf.train.Checkpoint(**trackables(model)).restore(checkpoints.resolve(directory)).assert_consumed()
@@ -70,11 +73,12 @@ def test_a_hybrid_config_with_the_old_name_keeps_it_where_its_recurrent_part_rea
     # --hidden_dim: both widths now, each under its own name.
     config = {"model": "hybrid", "hparams": {"encoder_type": "recurrent", "decoder_type": "densenmt",
                                              "hidden_dim": 12}}
-    assert catalog.upgrade(config)["hparams"]["hidden_dim"] == 12
-    assert catalog.upgrade(config)["hparams"]["residual_dim"] == 12
+    upgrade = model_dir_lib.upgrade
+    assert upgrade(config)["hparams"]["hidden_dim"] == 12
+    assert upgrade(config)["hparams"]["residual_dim"] == 12
     config["hparams"]["encoder_type"] = "transformer"
-    assert "hidden_dim" not in catalog.upgrade(config)["hparams"]
-    assert catalog.upgrade(config)["hparams"]["residual_dim"] == 12
+    assert "hidden_dim" not in upgrade(config)["hparams"]
+    assert upgrade(config)["hparams"]["residual_dim"] == 12
 
 
 @pytest.mark.parametrize("name,added", [
@@ -92,3 +96,51 @@ def test_a_config_json_from_before_a_hyper_parameter_reads_as_the_model_it_train
         assert not any(key in f.read() for key in added)
     hparams = model_dir_lib.read_config(directory)["hparams"]
     assert {key: hparams[key] for key in added} == added
+
+
+def test_only_a_format_1_config_is_upgraded():
+    # A format-2 config lacking a declared name is not one written before the name existed:
+    # it is not given the old form (train refuses to resume it instead).
+    config = {"model": "convs2s", "hparams": {"residual_dim": 12}}
+    assert model_dir_lib.upgrade(config)["hparams"]["narrow_positions"] is False
+    assert model_dir_lib.upgrade(config)["format"] == formats.CONFIG_FORMAT == 2
+    config["format"] = 2
+    assert model_dir_lib.upgrade(config) == config
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(OLD)))
+def test_tfnmt_upgrade_rewrites_config_json_once_keeps_the_old_one_and_the_model(name, tmp_path,
+                                                                                capsys):
+    directory = str(tmp_path / name)
+    shutil.copytree(os.path.join(OLD, name), directory)
+    read_before = model_dir_lib.read_config(directory)
+    with open(model_dir_lib.config_path(directory)) as f:
+        written_before = json.load(f)
+    assert run_cli("upgrade", f"--model_dir={directory}") == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"{directory}/config.json: format 1 -> 2 (") and out.count("\n") == 0
+    with open(os.path.join(directory, "config.format1.json")) as f:
+        assert json.load(f) == written_before
+    with open(model_dir_lib.config_path(directory)) as f:
+        assert json.load(f) == read_before  # as every verb read it before: the same model
+    test_a_checkpoint_written_by_older_code_restores_every_weight_and_the_same_logits(directory)
+    assert run_cli("upgrade", f"--model_dir={directory}") == 0
+    assert "is in format 2 already: nothing to do" in capsys.readouterr().out
+    assert sorted(os.listdir(directory)) == sorted(os.listdir(os.path.join(OLD, name)) +
+                                                   ["config.format1.json"])
+
+
+def test_a_config_json_of_a_newer_format_is_one_error_line(trained_model, tmp_path, capsys):
+    directory = str(tmp_path / "m")
+    shutil.copytree(trained_model, directory)
+    with open(model_dir_lib.config_path(directory)) as f:
+        config = json.load(f)
+    assert config["format"] == formats.CONFIG_FORMAT  # what `train` writes
+    config["format"] = formats.CONFIG_FORMAT + 1
+    with open(model_dir_lib.config_path(directory), "w") as f:
+        json.dump(config, f)
+    for verb in ("upgrade", "translate"):
+        assert run_cli(verb, f"--model_dir={directory}") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"tfnmt {verb}: error: {directory}/config.json is in format 3, written by "
+                       "a newer tfnmt than this one (which reads formats 1 to 2): upgrade tfnmt"]

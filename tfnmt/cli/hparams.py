@@ -10,6 +10,7 @@ it; `tfnmt VERB --help` lists each model's default beside it (cli/verbs.py).
 
 from absl import flags, logging
 
+from tfnmt import formats, model_dir
 from tfnmt.errors import ConfigError
 from tfnmt.models import catalog
 from tfnmt.cli.parsers import NumberParser
@@ -59,18 +60,19 @@ def define_flags(flag_values=flags.FLAGS):
 
 
 def set_by_flags(cls, flag_values=flags.FLAGS):
-    """{name: value} of the hyper-parameters the user set, all of model class `cls`; a name the
-    model renamed (an older flagfile's) is kept, for `catalog.renamed`, with a warning."""
+    """{name: value} of the hyper-parameters the user set, all of model class `cls`; a renamed
+    one (an older flagfile's, formats.py) is kept, for `model_dir.renamed`, with a warning."""
     given = {}
     for name in catalog.hparam_names():
         value = flag_values[name].value
         if value is None:
             continue
         if name not in cls.HPARAMS:
-            if name not in cls.RENAMED:
+            new = formats.RENAMED_HPARAMS.get(name)
+            if new not in cls.HPARAMS:
                 raise ConfigError(f"--{name} is not a hyper-parameter of model {cls.registry_name!r}")
-            logging.warning("--%s is --%s for model %r: read as --%s=%s", name, cls.RENAMED[name],
-                            cls.registry_name, cls.RENAMED[name], value)
+            logging.warning("--%s is --%s for model %r: read as --%s=%s", name, new,
+                            cls.registry_name, new, value)
         given[name] = value
     return given
 
@@ -78,4 +80,4 @@ def set_by_flags(cls, flag_values=flags.FLAGS):
 def from_flags(cls, flag_values=flags.FLAGS):
     """The hyper-parameters of model class `cls`: its defaults overridden by the flags the user
     set."""
-    return cls.with_defaults(catalog.renamed(cls, set_by_flags(cls, flag_values)))
+    return cls.with_defaults(model_dir.renamed(cls, set_by_flags(cls, flag_values)))

@@ -127,6 +127,9 @@ VERBS = {
         (When(lambda f: not _trained_model_dir(f),
               "for a model not trained yet (no config.json in --model_dir)"),
          [group("model"), "vocab_size"])),
+    "upgrade": Verb(
+        "rewrite an older model directory's config.json in today's format",
+        ["model_dir"]),
     "data-service": Verb(
         "run a tf.data service dispatcher or worker that makes training batches",
         [group("data_service")]),

@@ -29,8 +29,6 @@ class ConditionalGRU(Decoder):
                    "groundhog", "the decoder GRU's candidate: groundhog = tanh(W y + C c + "
                    "U (r * s)), as GroundHog, which paper 004 ran; appendix = tanh(W y + r * "
                    "(U s + C c)), as Cho et al.'s appendix A.1.2 prints it", choices=FORMS)}
-    # Model directories trained before the flag ran the appendix's form.
-    ADDED = {"decoder_gru_form": "appendix"}
 
     def __init__(self, hparams, vocab_size, encoder, **kwargs):
         super().__init__(hparams, **kwargs)

@@ -20,8 +20,7 @@ reads a window made of its cached last k-1 inputs and the new position.
 import tensorflow as tf
 
 from tfnmt.decoding.shared import output_kernel, with_output_kernel
-from tfnmt.layers.conv_blocks import ADDED as EMBEDDER_ADDED
-from tfnmt.layers.conv_blocks import (HALF, HPARAMS, RENAMED, STACKS, GLUConv, LearnedEmbedder,
+from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder,
                                       MultiStepAttention, SummaryLayer, scale_gradient,
                                       summary_after)
 from tfnmt.layers.dense_attention import DenseAttention1, DenseAttention2
@@ -50,11 +49,6 @@ class ConvDecoder(Decoder):
                "tie_output": HParam(False, "the softmax table is the target embedding table "
                                            "(--table_dim wide, no bias); not the paper's"),
                **HPARAMS}
-    # Model directories trained before these flags ran multistep attention without the scalings,
-    # and a softmax of its own.
-    ADDED = {"scale_context": False, "scale_encoder_gradients": False, "scale_values": False,
-             "tie_output": False, **EMBEDDER_ADDED}
-    RENAMED = RENAMED
 
     @classmethod
     def declared_behind(cls, encoder, declared):

@@ -4,6 +4,7 @@ decoding flags are generated from these fields (cli/flags.py), the Translator ta
 
 import dataclasses
 
+from tfnmt import formats
 from tfnmt.errors import ConfigError
 from tfnmt.options import check, option
 
@@ -13,12 +14,6 @@ DECODE_DTYPES = ("float32", "bfloat16", "auto")
 
 # Sentences per decoding batch: --decode_batch_size's default and the Python API's batch_size.
 DECODE_BATCH_SIZE = 32
-
-# Names an export recorded before they were renamed: old name -> field.
-_RENAMED = {"max_source_length": "max_input_length", "penalty_mode": "length_penalty_mode"}
-# Fields added since the first exports, with what an export made before decoded with where
-# that differs from today's default: such a graph has no minimum length.
-_ADDED = {"min_decode_length": 0, "shortlist": 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +92,8 @@ class DecodingOptions:
     @classmethod
     def from_record(cls, record):
         """The options an export recorded (`record`), under today's names; what an older export
-        did not record is what it decoded with (`_ADDED`), else the default."""
+        did not record is what it decoded with (formats.py), else the default."""
         names = {field.name for field in dataclasses.fields(cls)}
-        values = {**_ADDED, **{_RENAMED.get(key, key): value for key, value in (record or {}).items()}}
+        values = {**formats.ADDED_DECODING, **{formats.RENAMED_DECODING.get(key, key): value
+                                               for key, value in (record or {}).items()}}
         return cls(**{key: value for key, value in values.items() if key in names})

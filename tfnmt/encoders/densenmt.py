@@ -18,7 +18,7 @@ A dense layer reads the concatenation of every earlier output since the last sum
 import tensorflow as tf
 
 from tfnmt.data.vocab import PAD_ID
-from tfnmt.layers.conv_blocks import (ADDED, HALF, HPARAMS, RENAMED, STACKS, GLUConv,
+from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv,
                                       LearnedEmbedder, SummaryLayer, summary_after)
 from tfnmt.layers.hparams import ENCODER_LAYERS, HParam
 from tfnmt.layers.part import Encoder, EncoderOutput, register_encoder
@@ -37,8 +37,6 @@ class ConvEncoder(Encoder):
     HPARAMS = {"encoder_layers": ENCODER_LAYERS.but(default=4),
                "encoder": HParam("dense", "encoder stack", choices=STACKS), **HPARAMS}
     EXTRAS = frozenset({"embedded", "base", "layers"})
-    ADDED = ADDED
-    RENAMED = RENAMED
 
     def __init__(self, hparams, vocab_size, **kwargs):
         super().__init__(hparams, **kwargs)

@@ -95,11 +95,6 @@ HPARAMS = {
                                      "map to embed_dim, as the DenseNMT authors' released code; "
                                      "false = embed_dim wide"),
 }
-# Model directories trained before --narrow_positions had embed_dim-wide position tables.
-ADDED = {"narrow_positions": False}
-# Named apart from the recurrent families' --hidden_dim (their state width), which a hybrid of a
-# recurrent part and a convolutional one reads beside it.
-RENAMED = {"hidden_dim": "residual_dim"}
 STACKS = ("dense", "residual")
 
 

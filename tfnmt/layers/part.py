@@ -76,10 +76,6 @@ class Encoder(Part):
     `output_width` (W, None for a sentence encoder) and `summary_width` (W'). A class that
     gives extras names them in EXTRAS."""
     HPARAMS = {}
-    # Hyper-parameters added and renamed since older model directories were written
-    # (models/base.py ADDED, RENAMED).
-    ADDED = {}
-    RENAMED = {}
     EXTRAS = frozenset()
     # The most source tokens (eos included) it reads: the translator splits longer sources into
     # chunks and the trainer drops longer pairs. None = any length.
@@ -101,8 +97,6 @@ class Decoder(Part):
     it to the width it attends to where it needs one). READS: "sequence" (attends to the outputs) or
     "summary" (reads only the sentence vector)."""
     HPARAMS = {}
-    ADDED = {}
-    RENAMED = {}
     READS = "sequence"
     attends = False
 

@@ -55,11 +55,6 @@ _UNCOMPILED = ("a translation model trains and evaluates with tfnmt's training s
 
 class Seq2SeqModel(keras.Model):
     HPARAMS = {}
-    # Hyper-parameters renamed since a model directory's config.json was written: old -> new.
-    RENAMED = {}
-    # Hyper-parameters added since: the value a config.json written before one was trained with
-    # (every one: `train` refuses to resume a directory whose config lacks a declared name).
-    ADDED = {}
     registry_name = None
     # Non-autoregressive models (CTC) set this False.
     autoregressive = True

@@ -22,31 +22,6 @@ def get(name):
     return MODELS[name]
 
 
-def upgrade(config):
-    """A config (a model directory's config.json) in today's hyper-parameter names, with the
-    hyper-parameters added since it was written at the values it was trained with."""
-    cls = MODELS.get(config.get("model"))
-    if cls is None or not cls.RENAMED and not cls.ADDED:
-        return config
-    hparams = renamed(cls, config["hparams"])
-    declared = cls.declared(hparams)
-    return dict(config, hparams=dict(
-        {k: v for k, v in cls.ADDED.items() if k in declared and k not in hparams}, **hparams))
-
-
-def renamed(cls, hparams):
-    """`hparams` (of model class `cls`) with each name the model renamed (RENAMED: old -> new)
-    under its new one, where the model declares the new name and not the old; where it declares
-    both (a hybrid whose recurrent part reads --hidden_dim beside a convolutional part's
-    --residual_dim, one value before they were told apart), the old value is given to both."""
-    hparams = dict(hparams)
-    declared = cls.declared(hparams)
-    for old, new in cls.RENAMED.items():
-        if old in hparams and new in declared and new not in hparams:
-            hparams[new] = hparams[old] if old in declared else hparams.pop(old)
-    return hparams
-
-
 def build(config):
     """The model a config (model_dir.new_config, a model directory's config.json) describes,
     with fresh weights and every variable created."""

@@ -39,7 +39,6 @@ from tfnmt.models.registry import register
 class _SentenceEncoderDecoder(EncoderDecoder):
     """`ENCODER`, a sentence encoder, into Cho et al.'s decoder."""
     ENCODER = None
-    ADDED = ConditionalGRU.ADDED
 
     def __init__(self, source_vocab_size, target_vocab_size, **hparams):
         super().__init__(source_vocab_size, target_vocab_size, **hparams)

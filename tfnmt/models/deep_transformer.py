@@ -130,10 +130,6 @@ class DeepTransformer(Transformer):
         "diversity_weight": HParam(0.0, "λ of the layer-diversity term: the loss is NLL - λ L_div "
                                         "(diversity is maximised)", bounds=">= 0"),
     })
-    # Model directories trained before the flag used the layer-normalised sums; before Table
-    # 4's variants, eq. 7's node.
-    ADDED = {"dense_aggregation_norm": "layer", "aggregation_residual": "all",
-             "aggregation_activation": "sigmoid"}
     ENCODER, DECODER = DeepEncoder, DeepDecoder
 
     def __init__(self, source_vocab_size, target_vocab_size, **hparams):

@@ -39,8 +39,6 @@ from tfnmt.models.transformer import SHARE_EMBEDDINGS, check_shared_embeddings
 @register("densenmt")
 class DenseNMT(EncoderDecoder):
     HPARAMS = {**ConvEncoder.HPARAMS, **ConvDecoder.HPARAMS, "share_embeddings": SHARE_EMBEDDINGS}
-    RENAMED = {"embedding_dim": "table_dim", **ConvEncoder.RENAMED, **ConvDecoder.RENAMED}
-    ADDED = {**ConvEncoder.ADDED, **ConvDecoder.ADDED, "share_embeddings": False}
     # Subclasses pin some switches (ConvS2S is the all-residual, multi-step case).
     FIXED = {}
 

@@ -48,10 +48,6 @@ class Hybrid(EncoderDecoder):
     # Every name a choice of parts may read (flags); `declared` narrows it to the chosen parts.
     HPARAMS = {**TYPES, **{name: spec for part in (*ENCODERS.values(), *DECODERS.values())
                            for name, spec in part.HPARAMS.items()}}
-    ADDED = {name: value for part in (*ENCODERS.values(), *DECODERS.values())
-             for name, value in part.ADDED.items()}
-    RENAMED = {old: new for part in (*ENCODERS.values(), *DECODERS.values())
-               for old, new in part.RENAMED.items()}
 
     @classmethod
     def title(cls, hparams):
