@@ -1,6 +1,7 @@
 """The CTC non-autoregressive model (ctc_nat): its variants, labelling, loss and training, and a
-Multi30k slice exported. The state splitter alone: tests/layers/test_state_splitter.py; CTC
-search: tests/decoding/test_ctc.py; the CTC loss: tests/objectives/test_ctc_loss.py."""
+Multi30k slice exported. The state splitter alone: tests/layers/test_state_splitter.py; its
+decoder: tests/decoders/test_ctc_decoder.py; CTC search: tests/decoding/test_ctc.py; the CTC
+loss: tests/objectives/test_ctc_loss.py."""
 
 import json
 import os
@@ -11,22 +12,9 @@ import tensorflow as tf
 
 from conftest import events, multi30k_lines, run_cli, tiny_train_flags
 from contract import overfit_export_and_compare
+from helpers.ctc import SOURCE, make
 from tfnmt.errors import ConfigError
-from tfnmt.layers.attention import causal_mask, key_mask
-from tfnmt.layers.transformer_layers import TransformerDecoderLayer
 from tfnmt.models import catalog
-
-SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
-TINY = dict(encoder_layers=2, decoder_layers=2, d_model=16, ffn_dim=32, num_heads=2, dropout=0.0)
-
-
-def make(variant="encoder_decoder_pos", **overrides):
-    settings = dict(TINY, ctc_variant=variant, **overrides)
-    if variant == "deep_encoder":
-        settings["decoder_layers"] = 0
-    model = catalog.get("ctc_nat")(50, 60, **settings)
-    model.build_with_dummy_batch()
-    return model
 
 
 @pytest.mark.parametrize("variant", ["deep_encoder", "encoder_decoder", "encoder_decoder_pos"])
@@ -41,36 +29,6 @@ def test_every_variant_labels_k_times_the_source_length_over_vocabulary_plus_bla
     paths = [v.path for v in model.weights]
     assert len(set(paths)) == len(paths) and all(p.startswith("ctc_nat/") for p in paths)
     assert any("decoder_layer" in p for p in paths) == (variant != "deep_encoder")
-
-
-def test_non_causal_decoder_sees_future_positions_and_the_autoregressive_one_does_not():
-    x = tf.random.stateless_normal([1, 6, 16], seed=[3, 4])
-    changed = tf.concat([x[:, :5], x[:, 5:] + 1.0], axis=1)
-    memory = tf.random.stateless_normal([1, 4, 16], seed=[5, 6])
-    memory_allowed = key_mask(tf.ones([1, 4], tf.bool))
-    layer = TransformerDecoderLayer(num_heads=2, ffn_dim=32, dropout=0.0)
-    causal = [layer(v, memory, causal_mask(6), memory_allowed).numpy() for v in (x, changed)]
-    np.testing.assert_allclose(causal[0][:, :5], causal[1][:, :5], atol=1e-6)
-    # The CTC decoder: the same layers with only the padding mask on self-attention.
-    model = make("encoder_decoder")
-    memory = model.encode(tf.constant([[5, 6, 3]]))
-    mask = tf.ones([1, 6], tf.bool)
-    a, b = (model.label(v, mask, memory).numpy() for v in (x, changed))
-    assert np.abs(a[0, 0] - b[0, 0]).max() > 1e-4  # position 0 sees position 5
-    # Without a decoder the labeller is position-wise.
-    model = make("deep_encoder")
-    memory = model.encode(tf.constant([[5, 6, 3]]))
-    a, b = (model.label(v, mask, memory).numpy() for v in (x, changed))
-    np.testing.assert_allclose(a[:, :5], b[:, :5], atol=1e-6)
-
-
-def test_positional_variant_tells_identical_split_states_apart():
-    states = tf.tile(tf.random.stateless_normal([1, 1, 16], seed=[7, 8]), [1, 6, 1])
-    mask = tf.ones([1, 6], tf.bool)
-    for variant, distinct in (("encoder_decoder", False), ("encoder_decoder_pos", True)):
-        model = make(variant)
-        logits = model.label(states, mask, model.encode(tf.constant([[5, 6, 3]]))).numpy()[0]
-        assert (np.abs(logits - logits[0]).max() > 1e-4) == distinct, variant
 
 
 def test_model_loss_drops_the_eos_and_counts_impossible_pairs():
