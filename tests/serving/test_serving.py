@@ -1,13 +1,13 @@
 """`tfnmt serve` (TF Serving's REST API on loopback) and the `--server` client, against a tiny
 exported model. Its configuration files: test_config.py; the batcher: test_batching.py; its
-JSON: test_tf_json.py."""
+JSON: test_tf_json.py; the client without a server: test_client.py; the Host allow-list:
+test_web_safety.py; what `serve` refuses: test_server.py."""
 
 import base64
 import json
 import os
 import re
 import shutil
-import threading
 import time
 
 import numpy as np
@@ -16,11 +16,12 @@ import requests
 import tensorflow as tf
 
 from conftest import REPO, run_cli
+from helpers.serving import wsgi as _wsgi
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.serving import server as server_lib
-from tfnmt.serving.client import ServerError, ServingClient, load_test
+from tfnmt.serving.client import ServingClient, load_test
 from tfnmt.serving.models import ModelManager
 from tfnmt.serving.options import ServeOptions
 from tfnmt.serving.rest import RestApi
@@ -392,28 +393,6 @@ def test_a_request_naming_another_host_is_refused(server):
         assert requests.get(f"{server}/v1/models/tiny", headers={"Host": host}, timeout=30).ok, host
 
 
-class _NoModels:
-    def names(self):
-        return []
-
-
-def test_the_host_allow_list_takes_names_from_a_flag():
-    def status(options, host):
-        return _wsgi(RestApi(_NoModels(), options), "GET", "/demo/models", HTTP_HOST=host)[0]
-    named = ServeOptions(rest_api_allowed_hosts="nmt.example, Other.Example")
-    assert [status(named, h) for h in ("nmt.example:8501", "other.example", "evil.example",
-                                       "localhost:8501", "[::1]")] == [200, 200, 403, 200, 200]
-    # Listening on every interface, clients come by any of the machine's addresses; a name
-    # still has to be listed.
-    everywhere = ServeOptions(rest_api_host="0.0.0.0")
-    assert [status(everywhere, h) for h in ("192.168.1.5:8501", "[fe80::1]", "nmt.example",
-                                            "0.0.0.0")] == [200, 200, 403, 200]
-    anything = ServeOptions(rest_api_allowed_hosts="*")
-    assert status(anything, "nmt.example") == 200
-    # A request without a Host header (HTTP/1.0) comes from no browser.
-    assert _wsgi(RestApi(_NoModels()), "GET", "/demo/models")[0] == 200
-
-
 def test_every_answer_says_nosniff_and_the_demo_page_has_a_strict_csp(server):
     import hashlib
     for answer in (requests.get(f"{server}/v1/models/tiny", timeout=30),
@@ -472,84 +451,6 @@ def test_translate_through_the_server_cuts_an_over_long_line_and_names_its_line(
                    f"--output={output}", "--decode_batch_size=2") == 0
     assert output.read_text().split("\n") == translations
     assert "characters; only the first" not in capsys.readouterr().err
-
-
-class StandInServer:
-    """TF Serving's :predict for `tfnmt translate --server`: translates by upper-casing. From
-    `port` (0: any free one), until it has answered `answers` requests, then it stops listening."""
-
-    def __init__(self, port=0, answers=None):
-        from wsgiref.simple_server import WSGIRequestHandler, make_server
-
-        class Quiet(WSGIRequestHandler):
-            def log_message(self, *args):
-                pass
-        self.answers, self.requests = answers, []
-        self.httpd = make_server("127.0.0.1", port, self._app, handler_class=Quiet)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
-        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
-
-    def _app(self, environ, start_response):
-        texts = json.loads(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))["inputs"]
-        self.requests.append(texts)
-        body = json.dumps({"outputs": {"translations": [t.upper() for t in texts],
-                                       "scores": [0.0] * len(texts)}}).encode()
-        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-        if self.answers is not None and len(self.requests) >= self.answers:
-            threading.Thread(target=self.stop).start()
-        return [body]
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def test_translate_says_once_that_it_retries_while_the_server_is_unreachable(tmp_path, capsys):
-    lines = ["a cat", "the old man runs", "big house"]
-    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
-    source.write_text("\n".join(lines) + "\n")
-    with socket_closed_port() as port:
-        # Nothing listens for the first 1.2 s: attempts at 0, 0.5 and 1.5 s (back-off 0.5, 1 s).
-        started = []
-        timer = threading.Timer(1.2, lambda: started.append(StandInServer(port)))
-        timer.start()
-        try:
-            assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--served_model=tiny",
-                           f"--input={source}", f"--output={output}") == 0
-        finally:
-            timer.join()
-            for stand_in in started:
-                stand_in.stop()
-    assert output.read_text() == "".join(line.upper() + "\n" for line in lines)
-    retrying = [line for line in capsys.readouterr().err.splitlines() if "retrying" in line]
-    assert len(retrying) == 1, retrying
-    assert f"http://127.0.0.1:{port}" in retrying[0] and "--server_retries" in retrying[0]
-
-
-def test_translate_keeps_what_the_server_translated_before_it_went_away(tmp_path, capsys):
-    # Lines in order of length, so the length-sorted batches follow the file.
-    lines = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff"]
-    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
-    source.write_text("\n".join(lines) + "\n")
-    stand_in = StandInServer(answers=2)
-    assert run_cli("translate", f"--server={stand_in.url}", "--served_model=tiny", f"--input={source}",
-                   f"--output={output}", "--decode_batch_size=2", "--server_retries=1") == 2
-    assert stand_in.requests == [["a", "bb"], ["ccc", "dddd"]]
-    assert output.read_text() == "A\nBB\nCCC\nDDDD\n"
-    err = capsys.readouterr().err
-    assert "cannot connect" in err and f"{output} holds the first 4 of 6 translations" in err, err
-    assert sum("retrying" in line for line in err.splitlines()) == 1
-
-
-def _wsgi(app, method, path, body=None, **environ):
-    """(HTTP status, JSON answer) of one request to the REST application, in this process."""
-    import io
-    data = json.dumps(body).encode() if body is not None else b""
-    answer = {}
-    out = app({"REQUEST_METHOD": method, "PATH_INFO": path, "CONTENT_LENGTH": str(len(data)),
-               "CONTENT_TYPE": "application/json", "wsgi.input": io.BytesIO(data), **environ},
-              lambda status, headers: answer.update(status=status))
-    return int(answer["status"].split()[0]), json.loads(b"".join(out))
 
 
 @pytest.mark.slow
@@ -620,45 +521,6 @@ def test_serve_starts_with_the_last_good_version_when_the_newest_is_broken(expor
         assert (v2, state2, code2, v1, state1) == (2, "END", "DATA_LOSS", 1, "AVAILABLE")
     finally:
         manager.close()
-
-
-# --- without a server -------------------------------------------------------------------------
-
-def test_client_retries_connection_errors_a_bounded_number_of_times(capsys):
-    with socket_closed_port() as port:
-        client = ServingClient(f"http://127.0.0.1:{port}", "tiny", retries=2, backoff=0.05)
-        start = time.time()
-        with pytest.raises(ServerError, match="cannot connect .* after 2 retries"):
-            client.predict(["a"])
-        assert time.time() - start >= 0.05 + 0.1
-        assert run_cli("translate", f"--server=http://127.0.0.1:{port}", "--served_model=tiny",
-                       "--server_retries=0", f"--input={os.path.join(REPO, 'setup.py')}") == 2
-    assert "cannot connect" in capsys.readouterr().err
-
-
-class socket_closed_port:
-    """A loopback port nothing listens on."""
-
-    def __enter__(self):
-        import socket
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
-        return self.port
-
-    def __exit__(self, *exc):
-        return False
-
-
-def test_serve_refuses_a_tflite_export_and_needs_one_model_source(tmp_path, capsys):
-    version = tmp_path / "phone" / "1"
-    version.mkdir(parents=True)
-    (version / "model.tflite").write_bytes(b"TFL3")
-    assert run_cli("serve", f"--export_dir={tmp_path}", "--rest_api_port=0") == 2
-    assert "holds a TFLite model: TF Serving and tfnmt serve serve SavedModels only" in capsys.readouterr().err
-    assert run_cli("serve", "--rest_api_port=0") == 2
-    assert "give --export_dir" in capsys.readouterr().err
 
 
 # --- the demo page -------------------------------------------------------------------------------
