@@ -15,6 +15,7 @@ from tfnmt.decoding.beam_search import length_penalty, max_lengths
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.shared import split_shared, with_shared
 from tfnmt.errors import ConfigError
+from tfnmt.exporters import saved_model
 
 # Limits short enough for untrained models to reach them, long enough for some to end first.
 OPTIONS = DecodingOptions(beam_size=1, max_length_ratio=1.0, max_length_offset=3,
@@ -141,7 +142,7 @@ def test_a_ctc_model_refuses_a_prefix_in_one_line(trained_model):
     with pytest.raises(UnsupportedError, match=refusal):
         Translator(inner, options=inner.options).translate(["a cat"], target_prefix=["Katze"])
     with pytest.raises(ConfigError, match=refusal):
-        inner.export_signatures(prefix=True)
+        saved_model.signatures(inner, prefix=True)
 
 SOURCES = ["the red dog sees a bird", "a cat", "the old man runs", "big house", ""]
 # A word of the vocabulary; one with two trailing spaces; an unknown word (SentencePiece's

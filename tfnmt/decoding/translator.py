@@ -147,38 +147,6 @@ class Translator(tf.Module, Backend):
         return {"translations": tf.where(empty, "", tf.reshape(texts, [batch, n])),
                 "scores": tf.where(empty, 0.0, scores)}
 
-    def export_signatures(self, score=False, prefix=False):
-        """{signature name: (concrete function, beam size)} for a SavedModel: the searcher's
-        variants (decoding/searches.py; serving_default first), `n_best` when
-        `options.n_best` > 1, `alignments` with alignments, and `score` and `prefix` when
-        asked for."""
-        signatures = {}
-        for name, searcher in self.searcher.variants().items():
-            function = self.translate if searcher is self.searcher else tf.function(
-                lambda text, searcher=searcher: self._translate(text, searcher),
-                input_signature=[TEXT])
-            signatures[name] = (function.get_concrete_function(), searcher.width)
-        if self.options.n_best > 1:
-            signatures["n_best"] = (self.n_best_signature.get_concrete_function(),
-                                    self.searcher.width)
-        if self.options.alignments != "none":
-            signatures["alignments"] = (self.alignments_signature.get_concrete_function(),
-                                        self.searcher.width)
-        if score:
-            self.check_scorable([], "--score")
-            if self.model.source_window:
-                # The graph cannot refuse a long source as check_scorable does in Python.
-                raise ConfigError(f"--score: not for a model with a source window "
-                                  f"({self.model.registry_name!r} reads its long sources in "
-                                  "chunks, whose joined translation has no one score)")
-            signatures["score"] = (self.score_signature.get_concrete_function(),
-                                   self.searcher.width)
-        if prefix:
-            self.check_prefix()
-            signatures["prefix"] = (self.prefix_signature.get_concrete_function(),
-                                    self.searcher.width)
-        return signatures
-
     def check_prefix(self):
         """Refuses a target prefix that the model cannot continue."""
         if not self.model.autoregressive:

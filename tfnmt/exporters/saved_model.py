@@ -6,7 +6,7 @@ A non-autoregressive model decodes greedily in `serving_default` and has a secon
 `beam`, with the same inputs and outputs; an export made with n_best N > 1 has `n_best`,
 translations and scores [B, N]; one made with alignments (hard or soft) has `alignments`:
 translations, scores, source_tokens, target_tokens and attention [B, T, S]
-(Translator.export_signatures, Translator.alignments_signature); one made with score has
+(`signatures`, Translator.alignments_signature); one made with score has
 `score(text, target)` -> log_prob, normalized [B], target_tokens [B, T]
 (Translator.score_signature); one made with prefix has `prefix(text, prefix)` -> translations,
 scores [B], each translation starting with its prefix (Translator.prefix_signature).
@@ -24,6 +24,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tfnmt.decoding.backend import Backend, no_score_signature
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.shared import stored_derivations
+from tfnmt.decoding.translator import TEXT
 from tfnmt.errors import ConfigError
 from tfnmt.exporters.versions import write_version
 
@@ -48,13 +49,13 @@ def export(translator, export_dir, name, version=0, config=None, score=False, pr
     with stored_derivations() as derived_weights:
         # Before any directory is made: a signature the model cannot have is refused with
         # nothing left behind.
-        signatures = translator.export_signatures(score=score, prefix=prefix)
+        functions = signatures(translator, score=score, prefix=prefix)
 
     def write(staging):
         tf.saved_model.save(_servable(translator, derived_weights), staging,
-                            signatures={name: fn for name, (fn, _) in signatures.items()})
+                            signatures={name: fn for name, (fn, _) in functions.items()})
         info = {"config": config or {}, "decoding": translator.options.record(),
-                "signatures": {name: {"beam_size": beam} for name, (_, beam) in signatures.items()}}
+                "signatures": {name: {"beam_size": beam} for name, (_, beam) in functions.items()}}
         os.makedirs(os.path.join(staging, "assets.extra"), exist_ok=True)
         with open(os.path.join(staging, EXPORT_INFO), "w") as f:
             json.dump(info, f, indent=2, sort_keys=True)
@@ -64,6 +65,39 @@ def export(translator, export_dir, name, version=0, config=None, score=False, pr
                               + ", ".join(sorted(disallowed)))
 
     return write_version(export_dir, name, version, write)
+
+
+def signatures(translator, score=False, prefix=False):
+    """{signature name: (concrete function, beam size)} of `translator`'s SavedModel: its
+    searcher's variants (decoding/searches.py; serving_default first), `n_best` when
+    `options.n_best` > 1, `alignments` with alignments, and `score` and `prefix` when asked
+    for."""
+    found = {}
+    for name, searcher in translator.searcher.variants().items():
+        function = translator.translate if searcher is translator.searcher else tf.function(
+            lambda text, searcher=searcher: translator._translate(text, searcher),
+            input_signature=[TEXT])
+        found[name] = (function.get_concrete_function(), searcher.width)
+    if translator.options.n_best > 1:
+        found["n_best"] = (translator.n_best_signature.get_concrete_function(),
+                                translator.searcher.width)
+    if translator.options.alignments != "none":
+        found["alignments"] = (translator.alignments_signature.get_concrete_function(),
+                                    translator.searcher.width)
+    if score:
+        translator.check_scorable([], "--score")
+        if translator.model.source_window:
+            # The graph cannot refuse a long source as check_scorable does in Python.
+            raise ConfigError(f"--score: not for a model with a source window "
+                              f"({translator.model.registry_name!r} reads its long sources in "
+                              "chunks, whose joined translation has no one score)")
+        found["score"] = (translator.score_signature.get_concrete_function(),
+                               translator.searcher.width)
+    if prefix:
+        translator.check_prefix()
+        found["prefix"] = (translator.prefix_signature.get_concrete_function(),
+                                translator.searcher.width)
+    return found
 
 
 def _servable(translator, derived_weights):
