@@ -20,7 +20,7 @@ LAYERS = [
     {"model_dir"},
     {"training", "exporters"},
     {"serving", "experiments"},
-    {"api"},
+    {"api", "bench"},
     {"cli"},
     {"__main__"},
 ]

@@ -173,7 +173,7 @@ def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained
 
     import ctranslate2
 
-    from tfnmt.cli import bench_ctranslate2
+    from tfnmt.bench import ctranslate2 as bench_ctranslate2
     variants = dict(bench_ctranslate2.TFNMT_VARIANTS)
     monkeypatch.setattr(bench_ctranslate2, "REPEATS", 2)  # a process per round all the same
     monkeypatch.setattr(bench_ctranslate2, "TFNMT_VARIANTS", (

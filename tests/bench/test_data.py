@@ -50,7 +50,7 @@ def test_the_data_bench_counts_an_epoch_and_resumes_at_its_batch(tmp_path):
 
 @pytest.mark.slow
 def test_the_data_bench_runs_on_tfds_mock_data(tmp_path):
-    from tfnmt.cli import bench_data
+    from tfnmt.bench import data as bench_data
     from tfnmt.data import sources
     model_dir, output = tmp_path / "m", tmp_path / "bench.json"
     assert run_cli("bench", "--bench=data", f"--model_dir={model_dir}",
@@ -78,7 +78,7 @@ def test_the_benchs_tfds_mock_resumes_inside_a_split(tmp_path):
     # pipeline reads ahead (thousands of pairs); here the reader is saved after a few pairs.
     import tensorflow as tf
 
-    from tfnmt.cli import bench_data
+    from tfnmt.bench import data as bench_data
     from tfnmt.data import sources
     spec = sources.DataSpec("tfds:wmt14_translate/de-en", "en", "de")
     options = tf.data.Options()

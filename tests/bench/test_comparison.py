@@ -1,5 +1,5 @@
-"""The CTranslate2 comparison's judgement of its own figures (cli/bench_comparison.py,
-cli/bench_engine.py): the machine's other load, and figures that cannot all be true."""
+"""The CTranslate2 comparison's judgement of its own figures (bench/comparison.py,
+bench/engine.py): the machine's other load, and figures that cannot all be true."""
 
 import subprocess
 import sys
@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from tfnmt.cli import bench_comparison as comparison
-from tfnmt.cli import bench_ctranslate2 as compare
-from tfnmt.cli.bench_engine import MachineLoad
+from tfnmt.bench import comparison
+from tfnmt.bench import ctranslate2 as compare
+from tfnmt.bench.engine import MachineLoad
 
 
 def test_machine_load_counts_a_busy_sibling_and_not_this_process():
@@ -87,7 +87,7 @@ def test_ctranslate2_runs_each_compute_type_for_latency_and_for_throughput(monke
 def test_parallel_batches_are_in_flight_together_and_keep_their_order():
     import threading
 
-    from tfnmt.cli.bench_engine import measure
+    from tfnmt.bench.engine import measure
     running, most, lock = [0], [0], threading.Lock()
 
     def translate(lines):

@@ -2,7 +2,7 @@
 SavedModel and by CTranslate2 (converted as `tfnmt export --format=ctranslate2` does), on the
 same test sentences and batches sorted by length, SentencePiece included on both sides.
 
-Each engine runs alone in a process of its own (cli/bench_engine.py), one after the other:
+Each engine runs alone in a process of its own (bench/engine.py), one after the other:
 tfnmt float32 (the default export, then with --xla_decoding), tfnmt --decode_dtype=bfloat16 on a
 CPU with bfloat16 instructions, each with TensorFlow's defaults and again with one thread per op
 (VARIANT_ENV), and with one thread per op and as many batches in flight as cores (from as many
@@ -15,7 +15,7 @@ gives medians, float32 against float32 and each
 engine's fastest variant against the other's (of its variants whose BLEU on the sentences is
 within MAX_BLEU_LOSS of its float32's), and no ratio if others used more than MAX_OTHERS of the
 machine during any pass. Figures that cannot all be true (`incoherent`) fail the bench.
-The figures, the table and those judgements: cli/bench_comparison.py.
+The figures, the table and those judgements: bench/comparison.py.
 
 Rows: beam search (--beam_size and the length penalty of the decoding flags, or of the
 --saved_model's export) and greedy search (beam 1, no length penalty), each at
@@ -31,14 +31,23 @@ import tempfile
 import tensorflow as tf
 
 from tfnmt import runtime
-from tfnmt.cli import bench_comparison as comparison, common
-from tfnmt.data import sources
+from tfnmt.bench import comparison
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.errors import ConfigError
 from tfnmt.evaluation import bleu as bleu_lib
 
 
-def _saved_model_weights(path):
+def imported():
+    """The ctranslate2 module, or the error that says how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise ConfigError("--compare_ctranslate2 needs the ctranslate2 package: "
+                          "pip install -e \".[ctranslate2]\"") from None
+    return ctranslate2
+
+
+def saved_model_weights(path):
     """(config, model, source Vocab, target Vocab, DecodingOptions) of a SavedModel export: the
     model rebuilt from its recorded config and given the export's variables by name, the
     vocabularies read from its tokenizers."""
@@ -71,33 +80,16 @@ def _saved_model_weights(path):
             DecodingOptions.from_record(info.get("decoding")))
 
 
-def _checkpoint_weights(source):
-    """The same as _saved_model_weights, of `source`'s checkpoint (a TranslatorSource)."""
-    from tfnmt.data.vocab import load_vocabs
-    from tfnmt.model_dir import read_config
-    from tfnmt.exporters.ctranslate2 import check_model
-    model_dir = source.where.model_dir
-    common.require(model_dir=model_dir)
-    if common.is_ensemble(source.where):
-        raise ConfigError("--compare_ctranslate2: not for an ensemble (several --model_dir or "
-                          "--checkpoint): CTranslate2 converts one model")
-    check_model(read_config(model_dir)["model"])
-    # The checkpoint's own weights: each variant rounds them as it is made.
-    config, translator = common.load_translator(
-        source.where, dataclasses.replace(source.decoding, decode_dtype="float32"))
-    return (config, translator.model, *load_vocabs(model_dir), translator.options)
-
-
-def _shortlist_table(source, config, source_vocab, target_vocab):
-    """The shortlist variants' table, or None where there is none to make (an export's is in
-    its graph; an untied output layer has no matrix to cut; no training data at hand)."""
+def _shortlist_table(model_dir, config, source_vocab, target_vocab):
+    """The shortlist variants' table, or None where there is none to make (an export's, with no
+    `model_dir`, is in its graph; an untied output layer has no matrix to cut; no training data
+    at hand)."""
     from tfnmt.errors import UserError
     from tfnmt.serving import backends
-    if source.export.saved_model or not config["hparams"].get("tie_output", True):
+    if not model_dir or not config["hparams"].get("tie_output", True):
         return None
     try:
-        return backends.shortlist_table(source.where.model_dir, config, source_vocab,
-                                        target_vocab)
+        return backends.shortlist_table(model_dir, config, source_vocab, target_vocab)
     except UserError:
         return None
 
@@ -109,24 +101,20 @@ def _tfnmt_limit(options, pieces):
                       math.ceil(length * options.max_length_ratio) + options.max_length_offset))
 
 
-def compare(bench, data, batch, source):
-    """The side-by-side result (its `table` the markdown rows): `bench` (BenchOptions) says how
-    many sentences, `data` (DataOptions) which, `batch` how many at once, `source`
-    (TranslatorSource) the checkpoint or export."""
-    try:
-        import ctranslate2
-    except ImportError:
-        raise ConfigError("--compare_ctranslate2 needs the ctranslate2 package: "
-                          "pip install -e \".[ctranslate2]\"") from None
-    saved = source.export.saved_model
-    config, model, source_vocab, target_vocab, options = (
-        _saved_model_weights(saved) if saved else _checkpoint_weights(source))
-    lists = _shortlist_table(source, config, source_vocab, target_vocab)
+def compare(weights, test_pairs, batch, latency_sentences, target_lang, saved=None,
+            model_dir=None):
+    """The side-by-side result (its `table` the markdown rows) of `weights` ((config, model,
+    source Vocab, target Vocab, DecodingOptions): `saved_model_weights` of the export `saved`, or
+    those of `model_dir`'s checkpoint) on `test_pairs` ((sentences, references)), `batch`
+    sentences at once and the first `latency_sentences` one at a time."""
+    ctranslate2 = imported()
+    config, model, source_vocab, target_vocab, options = weights
+    lists = _shortlist_table(model_dir, config, source_vocab, target_vocab)
     options = dataclasses.replace(options, n_best=1, alignments="none", sampling=False)
     decodes = {"beam": options,
                "greedy": dataclasses.replace(options, beam_size=1, length_penalty=0.0)}
-    test = _test_batches(bench, data, config, source_vocab, batch)
-    bleu = bleu_lib.metric(target_lang=data.target_lang)
+    test = _test_batches(*test_pairs, latency_sentences, source_vocab, batch)
+    bleu = bleu_lib.metric(target_lang=target_lang)
     here = machine()
     with tempfile.TemporaryDirectory() as tmp:
         specs = _specs(ctranslate2, tmp, saved, config, model, (source_vocab, target_vocab, lists),
@@ -185,10 +173,7 @@ class _Test:
     references: list
 
 
-def _test_batches(bench, data, config, source_vocab, batch):
-    spec = common.data_spec(data, config)
-    sentences, targets = sources.references(spec, common.splits(data, spec)[2],
-                                            bench.bench_sentences)
+def _test_batches(sentences, targets, latency_sentences, source_vocab, batch):
     pairs = [(s, t) for s, t in zip(sentences, targets) if s.strip()]
     if not pairs:
         raise ConfigError("no test sentences to translate")
@@ -196,7 +181,7 @@ def _test_batches(bench, data, config, source_vocab, batch):
     pairs.sort(key=lambda pair: pieces[pair[0]])
     order = [s for s, _ in pairs]
     return _Test(order, [order[i:i + batch] for i in range(0, len(order), batch)],
-                 [s for s in sentences if s.strip()][: bench.bench_latency_sentences], pieces,
+                 [s for s in sentences if s.strip()][:latency_sentences], pieces,
                  [t for _, t in pairs])
 
 
@@ -274,7 +259,7 @@ def variant_options(options, changes):
 
 
 def _interleaved(specs, tmp):
-    """Each engine's RESULT (cli/bench_engine.py) over REPEATS rounds: in each round every
+    """Each engine's RESULT (bench/engine.py) over REPEATS rounds: in each round every
     engine in turn, in a process of its own, warms up and makes one timed pass of each decode.
 
     The machine's own speed drifts within a run (the host's other guests, which no load figure
@@ -297,7 +282,7 @@ def _interleaved(specs, tmp):
 
 
 def _run_engine(spec, tmp):
-    """One engine's RESULT (cli/bench_engine.py), measured in a process of its own."""
+    """One engine's RESULT (bench/engine.py), measured in a process of its own."""
     import json
     import subprocess
     import sys
@@ -311,7 +296,7 @@ def _run_engine(spec, tmp):
         p for p in (root, os.environ.get("PYTHONPATH")) if p), **spec.get("env", {}))
     print(f"measuring {spec['engine']} {spec['variant']} in a process of its own",
           file=sys.stderr, flush=True)
-    done = subprocess.run([sys.executable, "-m", "tfnmt.cli.bench_engine", spec_path, out_path],
+    done = subprocess.run([sys.executable, "-m", "tfnmt.bench.engine", spec_path, out_path],
                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]

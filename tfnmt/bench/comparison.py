@@ -1,4 +1,4 @@
-"""The CTranslate2 comparison's figures (cli/bench_ctranslate2.py runs it): each engine's medians
+"""The CTranslate2 comparison's figures (bench/ctranslate2.py runs it): each engine's medians
 and BLEU, each engine's fastest variant within MAX_BLEU_LOSS of its float32, the markdown table,
 and its judgement of itself: no ratio where other processes used more than MAX_OTHERS of the
 machine, and figures that cannot all be true (`incoherent`).

@@ -1,4 +1,4 @@
-"""The roofline of `bench --bench=train` (cli/bench_train.py): the matrix-product FLOPs it counts
+"""The roofline of `bench --bench=train` (bench/train.py): the matrix-product FLOPs it counts
 in a traced graph, and its fit of a model's count as B x a quadratic in the padded lengths."""
 
 import keras
@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from contract import tiny_model
-from tfnmt.cli import bench_train
+from tfnmt.bench import train as bench_train
 
 
 def test_a_dense_layers_training_flops_are_three_products():

@@ -1,8 +1,8 @@
 """One engine's timings for `tfnmt bench --compare_ctranslate2`, in a process of its own:
 
-    python -m tfnmt.cli.bench_engine SPEC.json RESULT.json
+    python -m tfnmt.bench.engine SPEC.json RESULT.json
 
-The comparison (cli/bench_ctranslate2.py) starts one such process per engine, variant and
+The comparison (bench/ctranslate2.py) starts one such process per engine, variant and
 round, one after the other, so that neither engine's threads, memory or caches meet the
 other's. A process imports only its own engine: CTranslate2's never loads TensorFlow.
 

@@ -30,7 +30,6 @@ import numpy as np
 import tensorflow as tf
 
 from tfnmt import runtime
-from tfnmt.cli import common
 from tfnmt.data.vocab import load_vocabs, vocab_paths
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.training import step as training_step
@@ -53,20 +52,21 @@ class _Steps(keras.callbacks.Callback):
         self.cpu.append((times.user, times.system))
 
 
-def bench_train(bench, new, config, spec, peak_rss_mb):
-    """The JSON of --bench=train for the model of `config` (cli/train.py's NewModel `new`)."""
-    options = dataclasses.replace(new.train, train_steps=WARMUP + bench.bench_steps,
+def bench_train(bench, config, spec, train_split, train_limit, options, model_dir, peak_rss_mb):
+    """The JSON of --bench=train for the model of `config`, trained as `tfnmt train` would
+    train it into `model_dir` (TrainOptions `options`), from fresh weights, in a temporary
+    directory given `model_dir`'s vocabulary."""
+    options = dataclasses.replace(options, train_steps=WARMUP + bench.bench_steps,
                                   save_every=WARMUP + bench.bench_steps,
                                   early_stopping_patience=0, init_from="")
-    splits = common.splits(new.data, spec)
     steps = _Steps()
-    with tempfile.TemporaryDirectory(prefix="tfnmt-bench-") as model_dir:
-        for path in set(vocab_paths(new.where.model_dir)):
-            shutil.copy(path, model_dir)
-        trainer.train(model_dir, config, spec, (splits[0], ""), (new.data.train_limit, 0),
+    with tempfile.TemporaryDirectory(prefix="tfnmt-bench-") as scratch:
+        for path in set(vocab_paths(model_dir)):
+            shutil.copy(path, scratch)
+        trainer.train(scratch, config, spec, (train_split, ""), (train_limit, 0),
                       options, DecodingOptions(), extra_callbacks=(steps,))
         model = steps.model
-        batches = _timed_batches(model, model_dir, spec, splits[0], new.data.train_limit,
+        batches = _timed_batches(model, scratch, spec, train_split, train_limit,
                                  options, bench.bench_steps)
     elapsed = steps.times[-1] - steps.times[WARMUP - 1]
     (user0, sys0), (user1, sys1) = steps.cpu[WARMUP - 1], steps.cpu[-1]

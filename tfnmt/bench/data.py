@@ -29,15 +29,10 @@ import resource
 import tempfile
 import time
 
-from tfnmt.cli import common
-from tfnmt.cli.flags import read, read_fields
-from tfnmt.cli.options import ModelDirOptions
 from tfnmt.data import pipeline, vocab
-from tfnmt.data.options import DataOptions, VocabOptions
 from tfnmt.errors import ConfigError, DataError, UserError
 from tfnmt.training.checkpoints import Checkpoints
 from tfnmt.training.stream_state import SavedStream
-from tfnmt.training.options import TrainOptions
 
 BATCHING = ("batch_tokens", "batch_size", "max_source_length", "max_target_length")
 # --bench_tfds_mock's examples made at a time.
@@ -76,15 +71,16 @@ def epoch_batches(stream):
     return batches, sentences, tokens
 
 
-def bench_data(bench):
-    data = read(DataOptions)
-    spec = common.data_spec(data)
+def bench_data(bench, spec, split, limit, model_dir, options, make_vocab):
+    """The figures of the training stream `train` would build from `split` of `spec` (at most
+    `limit` pairs) with `model_dir`'s vocabulary and TrainOptions `options`; `make_vocab()`
+    trains that vocabulary first where the directory has none (as `tfnmt vocab` would)."""
     if not bench.bench_tfds_mock:
-        return _measure(bench, data, spec)
+        return _measure(bench, spec, split, limit, model_dir, options, make_vocab)
     if spec.kind != "tfds":
         raise ConfigError(f"--bench_tfds_mock mocks a tfds:NAME source, not {spec.source}")
     with mock_tfds(bench.bench_tfds_mock):
-        return _measure(bench, data, spec)
+        return _measure(bench, spec, split, limit, model_dir, options, make_vocab)
 
 
 def mock_tfds(examples):
@@ -116,23 +112,18 @@ def mock_tfds(examples):
     return tfds.testing.mock_data(num_examples=examples, as_dataset_fn=as_dataset)
 
 
-def _measure(bench, data, spec):
-    from tfnmt.cli.vocab import build_vocab
+def _measure(bench, spec, split, limit, model_dir, options, make_vocab):
     from tfnmt.data import sources
     from tfnmt.training.trainer import training_stream
 
-    model_dir = read(ModelDirOptions).model_dir
-    common.require(model_dir=model_dir)
-    options = read(TrainOptions)
-    split = common.splits(data, spec)[0]
     result = {"bench": "data", "data": spec.source, "tfds_mock": bench.bench_tfds_mock,
               "split": split, "batch_tokens": options.batch_tokens,
               "batch_size": options.batch_size, "shuffle_buffer": options.shuffle_buffer}
     try:
         vocab.vocab_paths(model_dir)
-    except DataError:  # none yet: train it, as `tfnmt vocab` would
+    except DataError:  # none yet
         start = time.perf_counter()
-        build_vocab(model_dir, spec, split, data.train_limit, read(VocabOptions), options.seed)
+        make_vocab()
         result["vocab_seconds"] = round(time.perf_counter() - start, 2)
         result["vocab_peak_rss_mb"] = _peak_rss_mb()
     vocabs = vocab.load_vocabs(model_dir)
@@ -140,12 +131,12 @@ def _measure(bench, data, spec):
     batching = {name: getattr(options, name) for name in BATCHING}
 
     start = time.perf_counter()
-    stream = training_stream(spec, split, data.train_limit, vocabs, (0, -1), batching, options)
+    stream = training_stream(spec, split, limit, vocabs, (0, -1), batching, options)
     next(iter(stream))
     result["first_batch_seconds"] = round(time.perf_counter() - start, 2)
 
     start = time.perf_counter()
-    epoch = pipeline.training_epoch(sources.pairs(spec, split, data.train_limit), *vocabs, epoch=0,
+    epoch = pipeline.training_epoch(sources.pairs(spec, split, limit), *vocabs, epoch=0,
                                     seed=options.seed, shuffle_buffer=options.shuffle_buffer,
                                     **batching)
     batches, sentences, tokens = epoch_batches(epoch)
@@ -155,7 +146,7 @@ def _measure(bench, data, spec):
                   target_tokens_per_second=round(tokens / seconds, 1))
 
     result.update(_resume(bench.bench_resume_at, batches, lambda: SavedStream(training_stream(
-        spec, split, data.train_limit, vocabs, (0, -1), batching, options))))
+        spec, split, limit, vocabs, (0, -1), batching, options))))
     result["peak_rss_mb"] = _peak_rss_mb()
     return result
 
