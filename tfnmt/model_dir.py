@@ -72,15 +72,18 @@ def renamed(cls, hparams):
 
 
 def write_config(model_dir, config):
+    """Writes `config` (today's: new_config's, or read_config's of an older one) in today's
+    format."""
     try:
         os.makedirs(model_dir, exist_ok=True)
-        json_files.write(config_path(model_dir), config, indent=2, sort_keys=True)
+        json_files.write(config_path(model_dir), dict(config, format=formats.CONFIG_FORMAT),
+                         indent=2, sort_keys=True)
     except OSError as e:
         raise cannot_write(config_path(model_dir), e, "choose another --model_dir") from None
 
 
 def new_config(model_name, hparams, source_vocab, target_vocab, data):
-    return {"format": formats.CONFIG_FORMAT, "model": model_name, "hparams": hparams, "source_vocab_size": source_vocab.size,
+    return {"model": model_name, "hparams": hparams, "source_vocab_size": source_vocab.size,
             "target_vocab_size": target_vocab.size, "data": data}
 
 
