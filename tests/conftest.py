@@ -54,6 +54,7 @@ def pytest_sessionstart(session):
     import tensorflow  # noqa: F401
 
     import tfnmt.cli.main  # noqa: F401
+    runtime.trace_as_written()  # as every tfnmt process traces
     gc.collect()
     gc.freeze()
 

@@ -139,3 +139,30 @@ print(before, rss())
                          check=True).stdout
     before, after = map(int, out.split())
     assert before - after > 150, (before, after)
+
+
+# A child process that counts the functions AutoGraph converts, by module, and prints them last.
+_CONVERSIONS = (
+    "import atexit, collections, sys; from tensorflow.python.autograph.impl import api as _ag; "
+    "_seen = collections.Counter(); _convert = _ag._convert_actual; "
+    "_ag._convert_actual = lambda f, ctx: (_seen.update([getattr(f, '__module__', '?')]), "
+    "_convert(f, ctx))[1]; "
+    "atexit.register(lambda: print('CONVERTED=' + ','.join(sorted(_seen)))); ")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ["command", "api"])
+def test_tfnmts_functions_are_traced_as_written_by_the_command_and_the_api(entry, trained_model):
+    import os
+    translate = {
+        "command": (f"sys.argv = ['tfnmt', 'translate', '--model_dir={trained_model}']; "
+                    "from tfnmt.cli.main import run; run()"),
+        "api": (f"import tfnmt; print(tfnmt.Translator.from_model_dir('{trained_model}')"
+                ".translate(['the red dog'])[0].text)")}[entry]
+    env = {k: v for k, v in os.environ.items() if k != "TF_NUM_INTRAOP_THREADS"}
+    done = subprocess.run([sys.executable, "-c", _CONVERSIONS + translate], input="the red dog\n",
+                          capture_output=True, text=True, env=env, timeout=300)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and len(lines) == 2 and lines[0].strip(), done.stderr[-2000:]
+    converted = set(lines[1][len("CONVERTED="):].split(",")) - {""}
+    assert not {m for m in converted if m.split(".")[0] in runtime.AS_WRITTEN}, converted

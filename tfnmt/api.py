@@ -43,6 +43,7 @@ def _quiet(method):
         _prepare_logging()
         with native_logs.filtered():
             runtime.one_thread_per_op()  # the API decodes
+            runtime.trace_as_written()
             return method(*args, **kwargs)
     return quiet
 

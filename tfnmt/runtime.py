@@ -19,6 +19,12 @@ Training's large products keep TensorFlow's default.
 bfloat16: a CPU with AVX512_BF16 or AMX computes bfloat16 products natively, faster than
 float32; without them TensorFlow converts each operand to float32 and back, slower than float32
 alone. `auto` (--precision, --decode_dtype) picks by that.
+
+AutoGraph: tfnmt's traced code says its loops and conditions in TensorFlow's own terms
+(tf.while_loop, tf.cond), so AutoGraph's rewriting of its Python source before each first trace
+changes nothing and costs a fifth of the CPU of a one-sentence `tfnmt translate`
+(docs/benchmarks.md, "Tracing without AutoGraph"): `trace_as_written` turns it off for tfnmt's
+modules and tensorflow_text's (whose tokenizers AutoGraph converted too).
 """
 
 import ctypes
@@ -58,6 +64,18 @@ def one_thread_per_op():
     except RuntimeError:  # "cannot be modified after initialization"
         return False
     return True
+
+
+# The modules whose functions are traced as written (AutoGraph's own list has TensorFlow and Keras).
+AS_WRITTEN = ("tfnmt", "tensorflow_text")
+
+
+def trace_as_written():
+    """Has AutoGraph leave AS_WRITTEN's functions unconverted in every later trace."""
+    from tensorflow.python.autograph.core import config
+    known = {rule._prefix for rule in config.CONVERSION_RULES}
+    config.CONVERSION_RULES = tuple(config.DoNotConvert(prefix) for prefix in AS_WRITTEN
+                                    if prefix not in known) + config.CONVERSION_RULES
 
 
 def return_freed_memory():

@@ -129,7 +129,7 @@ def _graph_flops(model, source_length, target_length, batch=1):
                 "target_in": tf.TensorSpec([batch, target_length], tf.int32)}
     labels = tf.TensorSpec([batch, target_length], tf.int32)
 
-    @tf.function
+    @tf.function(autograph=False)
     def gradients(features, labels):
         with tf.GradientTape() as tape:
             logits = model(features, training=True)

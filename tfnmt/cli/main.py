@@ -120,6 +120,7 @@ def _main(argv):
         import keras
         # Global Keras state must not leak between in-process calls (tests, notebooks).
         keras.mixed_precision.set_global_policy("float32")
+        runtime.trace_as_written()
         if verb in runtime.DECODING_VERBS:
             runtime.one_thread_per_op()
         module = importlib.import_module(f"tfnmt.cli.{verb.replace('-', '_')}")

@@ -96,7 +96,7 @@ class Compiled(Search):
             self._functions[key] = tf.function(
                 lambda source, lengths, steps, prefix: self._run(model, source, lengths, steps,
                                                                  n_best, prefix),
-                jit_compile=True)
+                jit_compile=True, autograph=False)
         return self._functions[key](source, lengths, steps, prefix)
 
     def _run(self, model, source, lengths, steps, n_best, prefix):

@@ -125,7 +125,7 @@ class Translator(tf.Module, Backend):
         ids = tf.concat([ids, eos], axis=1)
         return ids.to_tensor(default_value=PAD_ID), tf.cast(ids.row_lengths(), tf.int32) - 1
 
-    @tf.function(input_signature=[TEXT])
+    @tf.function(input_signature=[TEXT], autograph=False)
     def translate(self, text):
         return self._translate(text, self.searcher)
 
@@ -135,7 +135,7 @@ class Translator(tf.Module, Backend):
             raise ConfigError(f"--n_best={n}: this translator keeps {self.options.n_best}")
         return {key: value[:, :n] for key, value in self.n_best_signature(text).items()}
 
-    @tf.function(input_signature=[TEXT])
+    @tf.function(input_signature=[TEXT], autograph=False)
     def n_best_signature(self, text):
         source, lengths = self.tokenize(text)
         n = self.options.n_best
@@ -156,7 +156,7 @@ class Translator(tf.Module, Backend):
         self.check_prefix()
         return self.prefix_signature(text, prefix)
 
-    @tf.function(input_signature=[TEXT, PREFIX])
+    @tf.function(input_signature=[TEXT, PREFIX], autograph=False)
     def prefix_signature(self, text, prefix):
         """The best translation of each sentence of `text` [B] that starts with its target
         `prefix` [B] ("": none), the export's `prefix` signature: translations string [B], each
@@ -180,7 +180,7 @@ class Translator(tf.Module, Backend):
             return super().translate_alignments(text)
         return self.alignments_signature(text)
 
-    @tf.function(input_signature=[TEXT])
+    @tf.function(input_signature=[TEXT], autograph=False)
     def alignments_signature(self, text):
         """The best translation of each sentence with its tokens and attention (the export's
         `alignments` signature): translations string [B], scores float32 [B], source_tokens
@@ -230,7 +230,8 @@ class Translator(tf.Module, Backend):
                 logging.warning("%s:%d: %d subwords; only the first %d are scored "
                                 "(--max_input_length)", where, number, length, limit)
 
-    @tf.function(input_signature=[TEXT, tf.TensorSpec([None], tf.string, name="target")])
+    @tf.function(input_signature=[TEXT, tf.TensorSpec([None], tf.string, name="target")],
+                 autograph=False)
     def score_signature(self, text, target):
         """Teacher forcing of `target` [B] given `text` [B]: log_prob float32 [B], the sum of the
         log-probabilities of the target's tokens and eos; normalized [B], log_prob over the
@@ -310,7 +311,7 @@ class Translator(tf.Module, Backend):
             # as one function, 10.4-11.6 s.
             self._searches[key] = tf.function(
                 lambda *tensors: self._search(searcher, n_best, *tensors),
-                experimental_attributes={"_noinline": True})
+                experimental_attributes={"_noinline": True}, autograph=False)
         run = self._searches[key]
         batch = tf.shape(source)[0]
         return tf.cond(batch >= SPLIT_SENTENCES, lambda: _halves(run, batch, tensors),

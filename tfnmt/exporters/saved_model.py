@@ -76,7 +76,7 @@ def signatures(translator, score=False, prefix=False):
     for name, searcher in translator.searcher.variants().items():
         function = translator.translate if searcher is translator.searcher else tf.function(
             lambda text, searcher=searcher: translator._translate(text, searcher),
-            input_signature=[TEXT])
+            input_signature=[TEXT], autograph=False)
         found[name] = (function.get_concrete_function(), searcher.width)
     if translator.options.n_best > 1:
         found["n_best"] = (translator.n_best_signature.get_concrete_function(),

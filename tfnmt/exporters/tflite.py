@@ -54,7 +54,8 @@ class _IdTranslator(tf.Module):
         super().__init__(name="tflite_translator")
         self.translator = translator
 
-    @tf.function(input_signature=[tf.TensorSpec([1, None], tf.int32, name="source_ids")])
+    @tf.function(input_signature=[tf.TensorSpec([1, None], tf.int32, name="source_ids")],
+                 autograph=False)
     def translate_ids(self, source_ids):
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1) - 1
         ids, scores = self.translator.translate_ids(source_ids, lengths, halves=False)

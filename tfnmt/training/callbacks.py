@@ -235,7 +235,7 @@ class Validator:
 
     def _sums(self, model):
         if self._loss_fn is None:
-            @tf.function(reduce_retracing=True)
+            @tf.function(reduce_retracing=True, autograph=False)
             def sums(features, labels):
                 logits = model(features, training=False)
                 loss, tokens = model.translation_loss(labels, logits)
