@@ -22,9 +22,9 @@ alone. `auto` (--precision, --decode_dtype) picks by that.
 
 AutoGraph: tfnmt's traced code says its loops and conditions in TensorFlow's own terms
 (tf.while_loop, tf.cond), so AutoGraph's rewriting of its Python source before each first trace
-changes nothing and costs a fifth of the CPU of a one-sentence `tfnmt translate`
-(docs/benchmarks.md, "Tracing without AutoGraph"): `trace_as_written` turns it off for tfnmt's
-modules and tensorflow_text's (whose tokenizers AutoGraph converted too).
+changes nothing and costs start-up CPU in every verb (docs/benchmarks.md, "Tracing without
+AutoGraph"): `trace_as_written` turns it off for tfnmt's modules and tensorflow_text's (whose
+tokenizers AutoGraph converted too).
 """
 
 import ctypes
