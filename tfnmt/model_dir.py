@@ -34,6 +34,9 @@ def read_raw_config(model_dir):
         raise ConfigError(f"{model_dir} holds no trained model ({CONFIG_FILE} missing): "
                           "run `tfnmt train` first")
     config = json_files.read(path)
+    if not isinstance(config, dict) or type(config_format(config)) is not int:
+        raise ConfigError(f"{path} is not a tfnmt config (no whole-number \"format\"); "
+                          "train anew or restore the file")
     if config_format(config) > formats.CONFIG_FORMAT:
         raise ConfigError(f"{path} is in format {config_format(config)}, written by a newer "
                           f"tfnmt than this one (which reads formats 1 to "

@@ -130,17 +130,22 @@ def test_tfnmt_upgrade_rewrites_config_json_once_keeps_the_old_one_and_the_model
                                                    ["config.format1.json"])
 
 
-def test_a_config_json_of_a_newer_format_is_one_error_line(trained_model, tmp_path, capsys):
+@pytest.mark.parametrize("value, message", [
+    (formats.CONFIG_FORMAT + 1, "is in format 3, written by a newer tfnmt than this one (which "
+                                "reads formats 1 to 2): upgrade tfnmt"),
+    ("2", 'is not a tfnmt config (no whole-number "format"); train anew or restore the file')])
+def test_a_config_json_of_a_newer_or_garbled_format_is_one_error_line(value, message,
+                                                                      trained_model, tmp_path,
+                                                                      capsys):
     directory = str(tmp_path / "m")
     shutil.copytree(trained_model, directory)
     with open(model_dir_lib.config_path(directory)) as f:
         config = json.load(f)
     assert config["format"] == formats.CONFIG_FORMAT  # what `train` writes
-    config["format"] = formats.CONFIG_FORMAT + 1
+    config["format"] = value
     with open(model_dir_lib.config_path(directory), "w") as f:
         json.dump(config, f)
     for verb in ("upgrade", "translate"):
         assert run_cli(verb, f"--model_dir={directory}") == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err == [f"tfnmt {verb}: error: {directory}/config.json is in format 3, written by "
-                       "a newer tfnmt than this one (which reads formats 1 to 2): upgrade tfnmt"]
+        assert err == [f"tfnmt {verb}: error: {directory}/config.json {message}"]
