@@ -71,11 +71,13 @@ AS_WRITTEN = ("tfnmt", "tensorflow_text")
 
 
 def trace_as_written():
-    """Has AutoGraph leave AS_WRITTEN's functions unconverted in every later trace."""
+    """Has AutoGraph leave AS_WRITTEN's functions unconverted in every later trace (once per
+    process: the API asks at every call)."""
     from tensorflow.python.autograph.core import config
-    known = {rule._prefix for rule in config.CONVERSION_RULES}
-    config.CONVERSION_RULES = tuple(config.DoNotConvert(prefix) for prefix in AS_WRITTEN
-                                    if prefix not in known) + config.CONVERSION_RULES
+    known = {rule._prefix for rule in config.CONVERSION_RULES[:len(AS_WRITTEN)]}
+    if known != set(AS_WRITTEN):
+        rules = tuple(map(config.DoNotConvert, AS_WRITTEN))
+        config.CONVERSION_RULES = rules + config.CONVERSION_RULES
 
 
 def return_freed_memory():

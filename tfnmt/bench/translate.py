@@ -27,9 +27,13 @@ def speed(translator, sentences, batch, latency_sentences):
         latencies.append(1000 * (time.perf_counter() - start))
     return {"sentences": len(sentences), "batch_size": batch, "beam_size": translator.beam_size,
             "sentences_per_second": round(len(sentences) / batched, 2),
-            "batch1_latency_ms_p50": round(float(np.percentile(latencies, 50)), 1),
-            "batch1_latency_ms_p90": round(float(np.percentile(latencies, 90)), 1),
-            "batch1_latency_ms_mean": round(float(np.mean(latencies)), 1)}
+            **_latency_figures(latencies, 1)}
+
+
+def _latency_figures(milliseconds, digits):
+    return {"batch1_latency_ms_p50": round(float(np.percentile(milliseconds, 50)), digits),
+            "batch1_latency_ms_p90": round(float(np.percentile(milliseconds, 90)), digits),
+            "batch1_latency_ms_mean": round(float(np.mean(milliseconds)), digits)}
 
 
 def export_translators(paths):
@@ -82,9 +86,7 @@ def side_by_side(entries, sentences, batch, latency_sentences):
                      "model": (translator.config or {}).get("model"),
                      "beam_size": translator.beam_size,
                      "sentences_per_second": round(len(sentences) / seconds, 2),
-                     "batch1_latency_ms_p50": round(float(np.percentile(latency, 50)), 2),
-                     "batch1_latency_ms_p90": round(float(np.percentile(latency, 90)), 2),
-                     "batch1_latency_ms_mean": round(float(np.mean(latency)), 2)})
+                     **_latency_figures(latency, 2)})
     base = rows[0]
     for row in rows:
         row["throughput_speedup"] = round(row["sentences_per_second"] / base["sentences_per_second"], 2)

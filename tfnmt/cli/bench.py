@@ -182,13 +182,11 @@ def bench_data(bench):
     from tfnmt.cli.vocab import build_vocab
     from tfnmt.data.options import VocabOptions
     from tfnmt.training.options import TrainOptions
-    data = read(DataOptions)
-    spec = common.data_spec(data)
     model_dir = read(ModelDirOptions).model_dir
-    options = read(TrainOptions)
+    common.require(model_dir=model_dir)
+    data, options = read(DataOptions), read(TrainOptions)
+    spec = common.data_spec(data)
     split = common.splits(data, spec)[0]
-    if not bench.bench_tfds_mock or spec.kind == "tfds":  # else measure names the problem
-        common.require(model_dir=model_dir)
     return measure(bench, spec, split, data.train_limit, model_dir, options, lambda: build_vocab(
         model_dir, spec, split, data.train_limit, read(VocabOptions), options.seed))
 

@@ -55,7 +55,8 @@ def model_config(new, build_vocab=True, distribution_name="none"):
     cls = catalog.get(model_name)
     hparams = hparam_flags.from_flags(cls)
     if saved and not new.model.model:
-        hparams = model_dir_lib.renamed(cls, dict(saved["hparams"], **hparam_flags.set_by_flags(cls)))
+        given = hparam_flags.set_by_flags(cls)
+        hparams = model_dir_lib.renamed(cls, dict(saved["hparams"], **given))
     spec = common.data_spec(new.data, saved)
     try:
         source_vocab, target_vocab = vocab_lib.load_vocabs(model_dir)

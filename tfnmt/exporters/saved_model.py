@@ -77,13 +77,12 @@ def signatures(translator, score=False, prefix=False):
         function = translator.translate if searcher is translator.searcher else tf.function(
             lambda text, searcher=searcher: translator._translate(text, searcher),
             input_signature=[TEXT], autograph=False)
-        found[name] = (function.get_concrete_function(), searcher.width)
+        found[name] = (function, searcher.width)
+    extra = {}
     if translator.options.n_best > 1:
-        found["n_best"] = (translator.n_best_signature.get_concrete_function(),
-                                translator.searcher.width)
+        extra["n_best"] = translator.n_best_signature
     if translator.options.alignments != "none":
-        found["alignments"] = (translator.alignments_signature.get_concrete_function(),
-                                    translator.searcher.width)
+        extra["alignments"] = translator.alignments_signature
     if score:
         translator.check_scorable([], "--score")
         if translator.model.source_window:
@@ -91,13 +90,13 @@ def signatures(translator, score=False, prefix=False):
             raise ConfigError(f"--score: not for a model with a source window "
                               f"({translator.model.registry_name!r} reads its long sources in "
                               "chunks, whose joined translation has no one score)")
-        found["score"] = (translator.score_signature.get_concrete_function(),
-                               translator.searcher.width)
+        extra["score"] = translator.score_signature
     if prefix:
         translator.check_prefix()
-        found["prefix"] = (translator.prefix_signature.get_concrete_function(),
-                                translator.searcher.width)
-    return found
+        extra["prefix"] = translator.prefix_signature
+    found.update((name, (function, translator.searcher.width)) for name, function in extra.items())
+    return {name: (function.get_concrete_function(), width)
+            for name, (function, width) in found.items()}
 
 
 def _servable(translator, derived_weights):
