@@ -1,6 +1,6 @@
 """Recurrent cells in numpy, on the cells' own weights: the LAU (DeepLAU, paper 001, eq. 6-8)
-and the paper's GRU (eq. 2-5) on a Keras GRUCell; used by tests/layers/test_lau.py and
-tests/models/test_deeplau.py."""
+and the paper's GRU (eq. 2-5) on a Keras GRUCell; used by tests/layers/test_lau.py,
+tests/models/test_deeplau.py and tests/encoders/test_recurrent_encoder.py."""
 
 import numpy as np
 

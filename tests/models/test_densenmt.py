@@ -1,63 +1,15 @@
-import itertools
+"""DenseNMT and residual ConvS2S as wholes (paper 000): the dense layers' widths and equations,
+embeddings, switches. The decoder's own behaviour: tests/decoders/test_densenmt_decoder.py."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from contract import assert_incremental_equals_teacher_forcing
+from helpers.families import DENSENMT as TINY, SOURCE, TARGET_IN, densenmt as make
 from tfnmt.errors import ConfigError
 from tfnmt.layers.conv_blocks import summary_after
 from tfnmt.models import catalog
-
-TINY = dict(encoder_layers=3, decoder_layers=4, embed_dim=16, residual_dim=12, growth_rate=8,
-            attention_dim=10, dropout=0.0)
-SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
-TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
-
-
-def make(**overrides):
-    model = catalog.get("densenmt")(50, 60, **dict(TINY, **overrides))
-    model.build_with_dummy_batch()
-    return model
-
-
-GRID = list(itertools.product(["dense", "residual"], ["dense", "residual"],
-                              ["multistep", "dense1", "dense2", "none"]))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("encoder,decoder,attention", GRID)
-def test_every_combination_decodes_incrementally_like_teacher_forcing(encoder, decoder, attention):
-    model = make(encoder=encoder, decoder=decoder, attention=attention, sumlen=3, table_dim=6)
-    assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN, atol=1e-5)
-    # Checkpoints key variables by path: every variable needs its own.
-    paths = [v.path for v in model.weights]
-    assert len(set(paths)) == len(paths), sorted(p for p in paths if paths.count(p) > 1)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("attention", ["multistep", "dense1", "dense2"])
-def test_decoder_is_causal_and_source_padding_is_masked(attention):
-    model = make(attention=attention, sumlen=3)
-    inputs = {"source": SOURCE, "target_in": TARGET_IN}
-    a = model(inputs).numpy()
-    for t in range(1, 6):  # changing target position t changes nothing before t
-        changed = tf.tensor_scatter_nd_update(TARGET_IN, [[0, t]], [40])
-        b = model({"source": SOURCE, "target_in": changed}).numpy()
-        np.testing.assert_allclose(a[0, :t], b[0, :t], atol=1e-6)
-        assert not np.allclose(a[0, t], b[0, t])
-    longer = tf.pad(SOURCE, [[0, 0], [0, 4]])
-    np.testing.assert_allclose(a, model({"source": longer, "target_in": TARGET_IN}).numpy(), atol=1e-5)
-    # The source matters whenever there is attention.
-    other = tf.constant([[9, 8, 7, 3, 0], [8, 9, 3, 0, 0]])
-    assert not np.allclose(a[0], model({"source": other, "target_in": TARGET_IN}).numpy()[0])
-
-
-def test_without_attention_the_decoder_ignores_the_source():
-    model = make(attention="none")
-    a = model({"source": SOURCE, "target_in": TARGET_IN}).numpy()
-    b = model({"source": SOURCE[:, ::-1], "target_in": TARGET_IN}).numpy()
-    np.testing.assert_allclose(a, b, atol=1e-6)
 
 
 def test_dense_layers_grow_by_the_growth_rate_and_summaries_reset_the_width():

@@ -1,27 +1,13 @@
+"""The Transformer as a whole: padding, shared embeddings, its config and its errors. Its
+decoder's own behaviour: tests/decoders/test_transformer_decoder.py."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from contract import assert_incremental_equals_teacher_forcing
+from helpers.families import SOURCE, TARGET_IN, transformer as make
 from tfnmt.errors import ConfigError
 from tfnmt.models import catalog
-
-SMALL = dict(encoder_layers=2, decoder_layers=2, d_model=32, ffn_dim=64, num_heads=4)
-SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
-TARGET_IN = tf.constant([[2, 10, 11, 12], [2, 13, 14, 0]])
-
-
-def make(**overrides):
-    model = catalog.get("transformer")(50, 50, **dict(SMALL, **overrides))
-    model.build_with_dummy_batch()
-    return model
-
-
-@pytest.mark.parametrize("pre_norm", [False, True])
-@pytest.mark.parametrize("tie_output", [False, True])
-def test_incremental_steps_equal_teacher_forcing(pre_norm, tie_output):
-    model = make(pre_norm=pre_norm, tie_output=tie_output)
-    assert_incremental_equals_teacher_forcing(model, SOURCE, TARGET_IN)
 
 
 def test_source_padding_is_masked():
@@ -30,15 +16,6 @@ def test_source_padding_is_masked():
     a = model({"source": SOURCE, "target_in": TARGET_IN})
     b = model({"source": longer, "target_in": TARGET_IN})
     np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
-
-
-def test_decoder_is_causal():
-    model = make()
-    changed = tf.tensor_scatter_nd_update(TARGET_IN, [[0, 3]], [40])
-    a = model({"source": SOURCE, "target_in": TARGET_IN}).numpy()
-    b = model({"source": SOURCE, "target_in": changed}).numpy()
-    np.testing.assert_allclose(a[0, :3], b[0, :3], atol=1e-5)
-    assert not np.allclose(a[0, 3], b[0, 3])
 
 
 def test_shared_embeddings_share_one_matrix_and_need_a_joint_vocab():
