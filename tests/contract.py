@@ -15,6 +15,7 @@ from tfnmt.data.vocab import PAD_ID, load_vocabs
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
 from tfnmt.exporters import saved_model
+from tfnmt.layers.part import DECODERS, ENCODERS
 from tfnmt.models import catalog, hybrid
 
 # Every registered model at a size that builds and trains in a second or two. A model missing
@@ -144,10 +145,23 @@ def untrained_models(model_dir, names):
     return source_vocab, target_vocab, models
 
 
-def covering(pairs):
-    """Few of `pairs` ("hybrid:E+D") in which every encoder and every decoder appears: first
-    those whose encoder and decoder are both new, then those with one new."""
-    chosen, seen = [], set()
+def carried_parts():
+    """{("encoder" or "decoder", registered name)} of the parts the registered models carry."""
+    names = {**{cls: ("encoder", name) for name, cls in ENCODERS.items()},
+             **{cls: ("decoder", name) for name, cls in DECODERS.items()}}
+    carried = set()
+    for name in set(TINY) - {"hybrid"}:
+        model = catalog.get(name)(50, 60, **TINY[name])  # unbuilt: its parts are all it shows
+        carried |= {names[type(part)] for part in (model.encoder, model.decoder)
+                    if type(part) in names}
+    return carried
+
+
+def covering(pairs, seen=()):
+    """Few of `pairs` ("hybrid:E+D") in which every encoder and every decoder not in `seen`
+    ({("encoder" or "decoder", name)}) appears: first those whose encoder and decoder are both
+    new, then those with one new; at least one."""
+    chosen, seen = [], set(seen)
     for both in (True, False):
         for pair in pairs:
             parts = {("encoder", p) if i == 0 else ("decoder", p)
@@ -156,7 +170,7 @@ def covering(pairs):
             if pair not in chosen and (new == parts if both else new):
                 chosen.append(pair)
                 seen |= parts
-    return chosen
+    return chosen or pairs[:1]
 
 
 def decode_within_the_limit_and_compare_exports(source_vocab, target_vocab, models, tmp_path,
