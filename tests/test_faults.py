@@ -264,7 +264,7 @@ def test_full_disk_during_a_checkpoint_save_stops_training_and_loses_nothing(
             f.write(b"half")
         raise _full_disk(os.path.join(self.directory, f"ckpt-{checkpoint_number}_temp"))
     monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
-    flags = [*tiny_train_flags(corpus, model_dir, steps=4), "--bleu_sentences=0"]  # saves at 2 and 4
+    flags = tiny_train_flags(corpus, model_dir, steps=4)  # saves at 2 and 4
     assert run_cli("train", *flags) == 2
     line = _error(capsys)
     assert line == (f"tfnmt train: error: cannot write {model_dir}/ckpt/ckpt-4: no space left on "

@@ -216,7 +216,8 @@ def test_a_tiny_training_run_logs_a_header_and_progress(trained_model, corpus, t
     shutil.copytree(trained_model, model_dir)  # trained to step 80: no vocabulary lines
     flags = [f for f in tiny_train_flags(corpus, model_dir, steps=100)
              if not f.startswith("--save_every")]
-    result = run_cli_subprocess("train", *flags, "--save_every=10", check=True)
+    result = run_cli_subprocess("train", *flags, "--save_every=10", "--bleu_sentences=10",
+                                check=True)
     lines = result.stderr.splitlines()
     # Before: 19 lines (start-up lines twice, cuInit, oneDNN, every checkpoint and best).
     assert len(lines) == 7, lines

@@ -95,7 +95,7 @@ def test_accumulated_steps_count_once_per_n_batches_and_resume_after_the_last_ba
     model_dir = str(tmp_path / "m")
     for steps in (3, 6):  # the second run resumes the first
         assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=steps),
-                       "--accumulate_steps=2", "--bleu_sentences=0") == 0
+                       "--accumulate_steps=2") == 0
     reader = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
     assert reader.get_tensor("optimizer/iteration/.ATTRIBUTES/VARIABLE_VALUE") == 6
     # 6 steps x 2 batches, none trained twice: the last batch trained is batch 11 of epoch 0

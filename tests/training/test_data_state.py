@@ -96,7 +96,7 @@ def test_a_resumed_run_trains_the_batches_of_an_uninterrupted_one_without_remaki
         corpus, tmp_path, monkeypatch, caplog):
     def flags(model_dir, steps):
         return [*tiny_train_flags(corpus, str(model_dir), steps=steps), "--log_every=1",
-                "--save_every=4", "--validate_every=1000", "--bleu_sentences=0",
+                "--save_every=4", "--validate_every=1000",
                 "--keep_checkpoints=5"]
     whole, split = tmp_path / "whole", tmp_path / "split"
     assert run_cli("train", *flags(whole, 10)) == 0

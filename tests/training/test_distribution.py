@@ -21,8 +21,7 @@ from tfnmt.training import checkpoints
 
 
 def _flags(corpus, model_dir, steps, *extra):
-    flags = [f for f in tiny_train_flags(corpus, model_dir, steps) if not f.startswith("--bleu")]
-    return [*flags, "--bleu_sentences=0", *extra]
+    return [*tiny_train_flags(corpus, model_dir, steps), *extra]
 
 
 def _weights(model_dir):

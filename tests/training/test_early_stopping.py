@@ -20,7 +20,7 @@ def _train(corpus, model_dir, steps, *extra):
     # are: no validation after the first improves on it.
     flags = tiny_train_flags(corpus, model_dir, steps=steps) + [
         "--validate_every=5", "--save_every=5", "--log_every=5", "--learning_rate=1e-9",
-        "--warmup_steps=0", "--best_metric=bleu", "--beam_size=1", *extra]
+        "--warmup_steps=0", "--best_metric=bleu", "--bleu_sentences=10", "--beam_size=1", *extra]
     assert run_cli("train", *flags) == 0
 
 

@@ -46,7 +46,7 @@ def test_resume_continues_from_the_last_checkpoint(corpus, trained_model, tmp_pa
     before = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
     position = before.get_tensor("data_position/.ATTRIBUTES/VARIABLE_VALUE")
     assert position[1] >= 0
-    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90), "--bleu_sentences=0") == 0
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90)) == 0
     steps = [s for s, _ in events(model_dir, "train/loss")]
     assert steps == sorted(steps) and steps[0] == 10 and steps[-1] == 90
     assert 80 in steps and steps.count(80) == 1  # the second run started after step 80
@@ -73,8 +73,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one_and_is_set_asi
     # What saves killed mid-way leave behind.
     os.makedirs(os.path.join(model_dir, "ckpt", "ckpt-85_temp"))
     open(os.path.join(model_dir, "ckpt", "checkpoint.tmp0123abcd"), "w").close()
-    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90),  # saves 45, 90
-                   "--bleu_sentences=0") == 0
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90)) == 0  # saves 45, 90
     assert "ckpt-80 is unreadable" in caplog.text
     assert "resuming from" in caplog.text and "ckpt-40 at step 40" in caplog.text
     set_aside = [r.getMessage() for r in caplog.records if "set aside" in r.getMessage()]
@@ -147,8 +146,8 @@ def test_adadelta_uses_the_deeplau_setting():
 @pytest.mark.slow
 def test_mixed_precision_trains_and_translates_in_float32(corpus, tmp_path):
     model_dir = str(tmp_path / "m")
-    flags = [f for f in tiny_train_flags(corpus, model_dir, steps=6) if not f.startswith("--bleu")]
-    assert run_cli("train", *flags, "--precision=mixed_bfloat16", "--bleu_sentences=0") == 0
+    flags = tiny_train_flags(corpus, model_dir, steps=6)
+    assert run_cli("train", *flags, "--precision=mixed_bfloat16") == 0
     reader = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
     dtypes = reader.get_variable_to_dtype_map()
     kernel = [k for k in dtypes if "encoder_layer_0.Sffn.Souter.Skernel" in k][0]
@@ -177,9 +176,9 @@ def test_precision_auto_trains_in_what_the_cpu_computes_natively(corpus, tmp_pat
         return build(config)
     monkeypatch.setattr(trainer.catalog, "build", recording)
     model_dir = str(tmp_path / "m")
-    flags_ = [f for f in tiny_train_flags(corpus, model_dir, steps=4) if not f.startswith("--bleu")]
+    flags_ = tiny_train_flags(corpus, model_dir, steps=4)
     # --decode_dtype=auto too: the test sets after training decode as the CPU allows.
-    assert run_cli("train", *flags_, "--precision=auto", "--bleu_sentences=0",
+    assert run_cli("train", *flags_, "--precision=auto",
                    "--decode_dtype=auto") == 0
     assert chosen and set(chosen) == {policy}
     assert checkpoints.resolve(model_dir).endswith("ckpt-4")
@@ -198,8 +197,7 @@ def test_resume_with_another_optimizer_is_refused(corpus, trained_model, tmp_pat
 def test_deterministic_runs_are_bit_identical(corpus, tmp_path):
     def weights(name):
         model_dir = str(tmp_path / name)
-        assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=10), "--deterministic",
-                       "--bleu_sentences=0") == 0
+        assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=10), "--deterministic") == 0
         reader = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
         return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k.startswith("model/")}
     a, b = weights("a"), weights("b")

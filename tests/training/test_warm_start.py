@@ -66,7 +66,7 @@ def test_init_from_the_command_line(corpus, trained_model, tmp_path, capsys, cap
     flags = [f for f in tiny_train_flags(corpus, deep, steps=2)
              if not f.startswith(("--model=", "--encoder_layers", "--decoder_layers"))] + [
         "--model=deep_transformer", "--encoder_layers=2", "--decoder_layers=2", "--log_every=1",
-        "--bleu_sentences=0", "--encoder_aggregation=hierarchical", "--decoder_aggregation=hierarchical",
+        "--encoder_aggregation=hierarchical", "--decoder_aggregation=hierarchical",
         "--diversity_weight=1"]
     caplog.clear()
     assert run_cli("train", *flags, f"--init_from={trained_model}") == 0
