@@ -219,14 +219,15 @@ def training_stream(spec, split, limit, vocabs, position, batching, options, ser
     source_vocab, target_vocab = vocabs
     epoch, index = position
     train_pairs = sources.pairs(spec, split, limit)
-    first = pipeline.training_epoch(train_pairs, source_vocab, target_vocab, epoch=0,
-                                    seed=options.seed, shuffle_buffer=options.shuffle_buffer,
-                                    **batching)
-    # An endless stream of empty epochs would hang fit(); fail instead.
-    if not any(True for _ in first.take(1)):
+    # An endless stream of empty epochs would hang fit(); fail instead. (Every pair within the
+    # limits makes a batch: the first one found, unshuffled, is enough.)
+    limits = batching["max_source_length"], batching["max_target_length"]
+    within = (train_pairs.apply(pipeline.tokenize(source_vocab, target_vocab))
+              .apply(pipeline.filter_length(*limits)))
+    if not any(True for _ in within.take(1)):
         raise DataError(f"no training pair of {spec.source} {split} is within "
-                        f"--max_source_length={batching['max_source_length']} and "
-                        f"--max_target_length={options.max_target_length} subwords")
+                        f"--max_source_length={limits[0]} and --max_target_length={limits[1]} "
+                        "subwords")
     stream = pipeline.training_stream(train_pairs, source_vocab, target_vocab,
                                     start_epoch=max(epoch, 0), skip_batches=index + 1,
                                     accumulate_steps=options.accumulate_steps,
