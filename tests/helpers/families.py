@@ -21,19 +21,19 @@ RECURRENT_GRID = list(itertools.product(["deeplau", "deepgru"],
                                         ["none", "residual", "fast_forward"]))
 
 
-def transformer(**overrides):
-    model = catalog.get("transformer")(50, 50, **dict(TRANSFORMER, **overrides))
+def _built(name, vocab_sizes, sizes, overrides):
+    model = catalog.get(name)(*vocab_sizes, **dict(sizes, **overrides))
     model.build_with_dummy_batch()
     return model
+
+
+def transformer(**overrides):
+    return _built("transformer", (50, 50), TRANSFORMER, overrides)  # one vocabulary: shareable
 
 
 def densenmt(**overrides):
-    model = catalog.get("densenmt")(50, 60, **dict(DENSENMT, **overrides))
-    model.build_with_dummy_batch()
-    return model
+    return _built("densenmt", (50, 60), DENSENMT, overrides)
 
 
 def recurrent(name, **overrides):
-    model = catalog.get(name)(50, 60, **dict(RECURRENT, **overrides))
-    model.build_with_dummy_batch()
-    return model
+    return _built(name, (50, 60), RECURRENT, overrides)
