@@ -100,9 +100,10 @@ def signatures(translator, score=False, prefix=False):
 
 
 def _servable(translator, derived_weights):
-    """The object to save: the signature's function and exactly what it captures, the model's
-    tf.Variables, what decoding derives from them (`stored_derivations`: transposed output
-    matrices, fused projections) and the tokenizers.
+    """The object to save: exactly what the signatures capture, the model's tf.Variables, what
+    decoding derives from them (`stored_derivations`: transposed output matrices, fused
+    projections) and the tokenizers. Not the translator's tf.function itself: saving would
+    trace it again, outside `stored_derivations`, into a graph no signature uses.
 
     Saving the Translator would save its Keras model, whose Keras 3 variables are written as
     copies that a graph-mode loader (TF Serving, `saved_model_cli run`) restores into other
@@ -114,7 +115,6 @@ def _servable(translator, derived_weights):
     root.model_variables = [variable.value for variable in translator.model.weights]
     root.derived_weights = derived_weights
     root.tokenizers = [translator.source_tokenizer, translator.target_tokenizer]
-    root.translate = translator.translate
     return root
 
 
