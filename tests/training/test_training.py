@@ -12,7 +12,7 @@ from conftest import events, run_cli, tiny_train_flags
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.models import catalog
 from tfnmt.training import checkpoints
-from tfnmt.training.callbacks import ShrinkOnValidationRise
+from tfnmt.training.callbacks import ShrinkOnValidationRise, Validator
 from tfnmt.training.options import TrainOptions
 from tfnmt.training.optimizers import InverseSqrtSchedule, make_optimizer
 
@@ -254,3 +254,24 @@ def test_best_by_bleu_needs_validation_bleu(corpus, tmp_path, capsys):
     assert run_cli("train", *tiny_train_flags(corpus, str(tmp_path / "m"), steps=4),
                    "--best_metric=bleu", "--bleu_sentences=0") == 2
     assert "--best_metric=bleu needs validation BLEU" in capsys.readouterr().err
+
+
+def test_validation_loss_is_traced_once_over_batches_of_every_shape():
+    model = catalog.get("transformer")(30, 30, encoder_layers=1, decoder_layers=1, d_model=8,
+                                       ffn_dim=8, num_heads=2)
+    model.label_smoothing = 0.1
+    model.build_with_dummy_batch()
+
+    def batch(rows, source_length, target_length):
+        ids = lambda length: tf.fill([rows, length], 5)  # noqa: E731
+        return {"source": ids(source_length), "target_in": ids(target_length),
+                "position": tf.constant([0, 0], tf.int64)}, ids(target_length)
+    batches = [batch(2, 3, 4), batch(3, 7, 5), batch(1, 2, 9)]
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter(batches), output_signature=tf.nest.map_structure(
+            lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), batches[0]))
+    validator = Validator(dataset)
+    loss = validator(model)["loss"]
+    assert validator._loss_fn.experimental_get_tracing_count() == 1
+    sums = [validator._loss_fn({k: v for k, v in f.items() if k != "position"}, y) for f, y in batches]
+    assert loss == pytest.approx(sum(float(s) for s, _ in sums) / sum(float(n) for _, n in sums))

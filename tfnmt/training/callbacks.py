@@ -235,7 +235,14 @@ class Validator:
 
     def _sums(self, model):
         if self._loss_fn is None:
-            @tf.function(reduce_retracing=True, autograph=False)
+            # Every batch shape in one trace (the batches' lengths differ: without a signature,
+            # a second trace at the second batch).
+            features, labels = self.dataset.element_spec
+            relaxed = tf.nest.map_structure(
+                lambda spec: tf.TensorSpec([None] * spec.shape.rank, spec.dtype),
+                ({k: v for k, v in features.items() if k != "position"}, labels))
+
+            @tf.function(input_signature=relaxed, autograph=False)
             def sums(features, labels):
                 logits = model(features, training=False)
                 loss, tokens = model.translation_loss(labels, logits)
