@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import events, run_cli, tiny_train_flags
-from contract import (PAIRS, PART_SIZES, TINY, assert_incremental_equals_teacher_forcing,
+from contract import (EXPORTED, PAIRS, PART_SIZES, TINY, assert_incremental_equals_teacher_forcing,
                       decode_within_the_limit_and_compare_exports, logits_of, tiny_model,
                       untrained_models)
 from tfnmt.cli import info
@@ -197,9 +197,6 @@ def untrained(trained_model):
     return untrained_models(trained_model, sorted(TINY))
 
 
-# The models whose SavedModel is compared in a fresh process: all but the hybrid, made of parts
-# that the others carry (test_pairs.py exports a covering set of the hybrid's pairs the same way).
-EXPORTED = sorted(set(TINY) - {"hybrid"})
 
 
 @pytest.mark.slow

@@ -4,8 +4,9 @@ model carries (test_contract.py exports those models) translate in a fresh proce
 process: a newly registered part decodes behind every encoder, or before every decoder, and is
 exported in a hybrid, with no other edit. Exporting is a part's own concern (its variables and
 ops saved, its graph loaded alone), which one model or pair shows; where two parts meet, the
-memory they pass, decoding in process shows for every pair. (The rest of the contract runs over the pairs in test_contract.py; this
-check has a file of its own so that the test workers share its time.)"""
+memory they pass, decoding in process shows for every pair. (The rest of the contract runs over
+the pairs in test_contract.py; this check has a file of its own so that the test workers share
+its time.)"""
 
 import pytest
 

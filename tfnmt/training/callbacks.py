@@ -238,9 +238,11 @@ class Validator:
             # Every batch shape in one trace (the batches' lengths differ: without a signature,
             # a second trace at the second batch).
             features, labels = self.dataset.element_spec
+            def relax(spec):
+                rank = spec.shape.rank
+                return tf.TensorSpec(None if rank is None else [None] * rank, spec.dtype)
             relaxed = tf.nest.map_structure(
-                lambda spec: tf.TensorSpec([None] * spec.shape.rank, spec.dtype),
-                ({k: v for k, v in features.items() if k != "position"}, labels))
+                relax, ({k: v for k, v in features.items() if k != "position"}, labels))
 
             @tf.function(input_signature=relaxed, autograph=False)
             def sums(features, labels):
