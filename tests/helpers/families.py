@@ -1,6 +1,6 @@
 """Tiny models of three families whose tests are split between tests/models/ (the model as a
-whole), tests/encoders/ and tests/decoders/ (each part's own behaviour), and the batch they read:
-two sentences of different lengths, padded."""
+whole), tests/encoders/ and tests/decoders/ (each part's own behaviour), and the batch the part
+tests read (sentence_models.py and ctc.py too): two sentences of different lengths, padded."""
 
 import itertools
 

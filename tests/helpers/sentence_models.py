@@ -3,12 +3,10 @@
 tests/models/test_conv_encoder.py)."""
 
 import numpy as np
-import tensorflow as tf
 
+from helpers.families import SOURCE, TARGET_IN  # noqa: F401  (the batch their tests read)
 from tfnmt.models import catalog
 
-SOURCE = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
-TARGET_IN = tf.constant([[2, 10, 11, 12, 13, 14], [2, 13, 14, 0, 0, 0]])
 DECODER = dict(embed_dim=8, hidden_dim=12, maxout_dim=6, dropout=0.0)
 TINY = {
     "small_filters": dict(conv_encoder="small_filters", conv_filters=3, encoding_dim=10, **DECODER),

@@ -72,17 +72,14 @@ def signatures(translator, score=False, prefix=False):
     searcher's variants (decoding/searches.py; serving_default first), `n_best` when
     `options.n_best` > 1, `alignments` with alignments, and `score` and `prefix` when asked
     for."""
-    found = {}
-    for name, searcher in translator.searcher.variants().items():
-        function = translator.translate if searcher is translator.searcher else tf.function(
-            lambda text, searcher=searcher: translator._translate(text, searcher),
-            input_signature=[TEXT], autograph=False)
-        found[name] = (function, searcher.width)
-    extra = {}
+    variants = translator.searcher.variants()
+    found = {name: translator.translate if searcher is translator.searcher else tf.function(
+        lambda text, searcher=searcher: translator._translate(text, searcher),
+        input_signature=[TEXT], autograph=False) for name, searcher in variants.items()}
     if translator.options.n_best > 1:
-        extra["n_best"] = translator.n_best_signature
+        found["n_best"] = translator.n_best_signature
     if translator.options.alignments != "none":
-        extra["alignments"] = translator.alignments_signature
+        found["alignments"] = translator.alignments_signature
     if score:
         translator.check_scorable([], "--score")
         if translator.model.source_window:
@@ -90,13 +87,14 @@ def signatures(translator, score=False, prefix=False):
             raise ConfigError(f"--score: not for a model with a source window "
                               f"({translator.model.registry_name!r} reads its long sources in "
                               "chunks, whose joined translation has no one score)")
-        extra["score"] = translator.score_signature
+        found["score"] = translator.score_signature
     if prefix:
         translator.check_prefix()
-        extra["prefix"] = translator.prefix_signature
-    found.update((name, (function, translator.searcher.width)) for name, function in extra.items())
-    return {name: (function.get_concrete_function(), width)
-            for name, (function, width) in found.items()}
+        found["prefix"] = translator.prefix_signature
+    # The other signatures search as the default does.
+    width = {name: searcher.width for name, searcher in variants.items()}
+    return {name: (function.get_concrete_function(), width.get(name, translator.searcher.width))
+            for name, function in found.items()}
 
 
 def _servable(translator, derived_weights):

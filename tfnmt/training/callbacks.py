@@ -238,6 +238,7 @@ class Validator:
             # Every batch shape in one trace (the batches' lengths differ: without a signature,
             # a second trace at the second batch).
             features, labels = self.dataset.element_spec
+
             def relax(spec):
                 rank = spec.shape.rank
                 return tf.TensorSpec(None if rank is None else [None] * rank, spec.dtype)
