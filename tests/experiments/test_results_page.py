@@ -5,7 +5,8 @@ checked) must be held by a record, be derived from figures beside it, or be on Q
 - Records are what docs/results/.gitignore keeps: every report.json and report.md, summary.md,
   each run's run.json, scores.json and config.json (and averaged-*/scores.json),
   transformer-tiny/*.log and *.json, and the scalars of the TensorBoard events
-  (*/*/*/logs/events.out.tfevents.*, transformer-tiny/logs/; a TF2 scalar is a tensor).
+  (*/*/*/logs/events.out.tfevents.*, transformer-tiny/logs/; a TF2 scalar is a tensor), their
+  validation scores only (EVENT_TAGS).
 - A text record holds a figure when one of its numbers, signs aside, equals the figure as
   written or rounded to the figure's decimals (0.0557 lets the page say 0.056; a tie rounds
   either way); an events scalar holds it when it equals the figure so rounded. A figure written
@@ -39,6 +40,9 @@ TEXT_RECORDS = ("summary.md", "*/report.json", "*/report.md", "*/*/*/run.json",
                 "*/*/*/scores.json", "*/*/*/config.json", "*/*/*/averaged-*/scores.json",
                 "transformer-tiny/*.log", "transformer-tiny/*.json")
 EVENT_RECORDS = ("*/*/*/logs/events.out.tfevents.*", "transformer-tiny/logs/events.out.tfevents.*")
+# The events' scores; their training-time scalars (seconds, learning rates, losses every few
+# steps) would hold nearly any figure by chance.
+EVENT_TAGS = ("validation/",)
 
 # (figure as written, the words of its paragraph it stands in, what it is and why it is here).
 # Software versions and the papers' own published figures only.
@@ -140,6 +144,8 @@ def _event_scalars(paths):
     for path in paths:
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:
+                if not value.tag.startswith(EVENT_TAGS):
+                    continue
                 if value.HasField("tensor"):
                     array = tf.make_ndarray(value.tensor)
                     if array.size == 1 and array.dtype.kind in "fiu":
