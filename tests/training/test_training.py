@@ -12,9 +12,10 @@ from conftest import events, run_cli, tiny_train_flags
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.models import catalog
 from tfnmt.training import checkpoints
-from tfnmt.training.callbacks import ShrinkOnValidationRise, Validator
+from tfnmt.errors import ConfigError
+from tfnmt.training.callbacks import ClipHalving, ShrinkOnValidationRise, Validator
 from tfnmt.training.options import TrainOptions
-from tfnmt.training.optimizers import InverseSqrtSchedule, make_optimizer
+from tfnmt.training.optimizers import InverseSqrtSchedule, clip_threshold, make_optimizer
 
 
 def test_loss_falls_on_a_tiny_overfit_set(trained_model):
@@ -52,6 +53,18 @@ def test_resume_continues_from_the_last_checkpoint(corpus, trained_model, tmp_pa
     assert 80 in steps and steps.count(80) == 1  # the second run started after step 80
     after = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
     assert after.get_tensor("optimizer/iteration/.ATTRIBUTES/VARIABLE_VALUE") == 90
+
+
+@pytest.mark.slow
+def test_clip_halving_halves_at_each_validation_and_checkpoints_the_threshold(corpus, trained_model,
+                                                                               tmp_path, caplog):
+    model_dir = _copy_of(trained_model, tmp_path)  # written without a threshold: it starts at 1
+    caplog.set_level("INFO", logger="absl")
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90), "--clip_norm=1.0",
+                   "--clip_halving", "--validate_every=5") == 0
+    reader = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
+    assert reader.get_tensor("clip_norm/.ATTRIBUTES/VARIABLE_VALUE") == 0.25  # at 85 and 90
+    assert "gradient clipping threshold -> 0.25" in caplog.text
 
 
 def test_resume_refuses_a_different_architecture(corpus, trained_model, capsys):
@@ -135,7 +148,26 @@ def test_nag_shrinks_on_validation_rise_and_stops_below_the_floor():
     assert not control.update(optimizer, 2.6)
     assert optimizer.learning_rate.numpy() == pytest.approx(0.025)
     assert control.update(optimizer, 2.7)  # 0.025 -> 0.0025 < 1e-2: stop
-    assert optimizer.global_clipnorm == 0.1 and optimizer.nesterov
+    assert clip_threshold(optimizer).numpy() == pytest.approx(0.1) and optimizer.nesterov
+
+
+def test_a_traced_step_clips_to_the_threshold_that_clip_halving_halves():
+    optimizer = make_optimizer(TrainOptions(optimizer="nag", learning_rate=1.0, momentum=0.0,
+                                            clip_norm=1.0, clip_halving=True))
+    weights = keras.Variable(np.zeros(2, np.float32))
+    optimizer.build([weights])
+    step = tf.function(lambda: optimizer.apply_gradients([(tf.constant([6.0, 8.0]), weights)]))
+    step()  # a gradient of norm 10, clipped to norm 1
+    np.testing.assert_allclose(weights.numpy(), [-0.6, -0.8], rtol=1e-6)
+    assert not ClipHalving().update(optimizer, 2.0)
+    step()  # the same trace, clipped to norm 0.5
+    np.testing.assert_allclose(weights.numpy(), [-0.9, -1.2], rtol=1e-6)
+    assert step.experimental_get_tracing_count() == 1
+
+
+def test_clip_halving_needs_a_threshold_to_halve():
+    with pytest.raises(ConfigError, match="--clip_halving halves --clip_norm"):
+        make_optimizer(TrainOptions(clip_halving=True))
 
 
 def test_adadelta_uses_the_deeplau_setting():

@@ -1,6 +1,6 @@
 """Keras callbacks that run the training schedule by absolute step (so resumed runs line up):
 logging with throughput, checkpoints, validation (loss, BLEU, best checkpoints, TensorBoard), the
-NAG shrink-on-rise schedule, early stopping and the step budget."""
+NAG shrink-on-rise schedule, DeepLAU's clip halving, early stopping and the step budget."""
 
 import math
 import os
@@ -16,6 +16,7 @@ from tfnmt.errors import DivergedError
 from tfnmt.decoding.batches import translate_sentences
 from tfnmt.evaluation import bleu
 from tfnmt.models.base import TOTAL_PREFIX
+from tfnmt.training import optimizers
 from tfnmt.training.options import BEST_METRICS, SHRINK_MODES
 
 
@@ -40,7 +41,7 @@ class TrainingSchedule(keras.callbacks.Callback):
     (the train step's `epoch_end` log), and at the end."""
 
     def __init__(self, checkpoints, writer, *, train_steps, save_every, validate_every, log_every,
-                 validator=None, lr_controller=None, early_stopping=None):
+                 validator=None, controllers=(), early_stopping=None):
         super().__init__()
         self.checkpoints = checkpoints
         self.writer = writer
@@ -49,7 +50,7 @@ class TrainingSchedule(keras.callbacks.Callback):
         self.validate_every = validate_every
         self.log_every = log_every
         self.validator = validator
-        self.lr_controller = lr_controller
+        self.controllers = controllers  # each .update(optimizer, validation loss) -> stop?
         self.early_stopping = early_stopping
         self._tokens = 0.0
         self._losses = []
@@ -133,12 +134,26 @@ class TrainingSchedule(keras.callbacks.Callback):
         if self.checkpoints.offer_best(step, results):
             logging.debug("step %d is among the best by validation %s", step,
                           self.checkpoints.best_metric)
-        if self.lr_controller is not None and self.lr_controller.update(self.model.optimizer, results["loss"]):
-            self.model.stop_training = True
+        for controller in self.controllers:
+            if controller.update(self.model.optimizer, results["loss"]):
+                self.model.stop_training = True
         if self.early_stopping is not None and self.early_stopping.update(results):
             self.model.stop_training = True
         self.history.append(dict(results, step=step))
         self._clock = time.time()  # validation time is not training throughput
+
+
+class ClipHalving:
+    """DeepLAU's clipping (--clip_halving): the gradient-norm threshold halves after every
+    validation. The threshold is the variable the optimizer clips to (optimizers.clip_threshold),
+    which the trainer checkpoints, so a resumed run keeps the halvings."""
+
+    def update(self, optimizer, loss):
+        """Never stops training (the stopping rule does); `loss` is not read."""
+        threshold = optimizers.clip_threshold(optimizer)
+        threshold.assign(threshold * 0.5)
+        logging.info("gradient clipping threshold -> %.3g", float(threshold.numpy()))
+        return False
 
 
 class ShrinkOnValidationRise:

@@ -26,17 +26,41 @@ class InverseSqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
 def make_optimizer(options, epsilon=None):
     """The --optimizer of `options` (TrainOptions, which declares the defaults): adam
     (inverse-sqrt warm-up), nag (Nesterov SGD; the lr is shrunk on validation by
-    `ShrinkOnValidationRise`), adadelta (DeepLAU: rho 0.95, eps 1e-6, lr 1.0)."""
+    `ShrinkOnValidationRise`), adadelta (DeepLAU: rho 0.95, eps 1e-6, lr 1.0); with
+    --clip_norm, gradients clipped to a global norm that `clip_threshold` gives."""
     name, learning_rate, warmup_steps = (options.optimizer, options.learning_rate,
                                          options.warmup_steps)
-    beta_2, momentum, clip_norm = options.adam_beta2, options.momentum, options.clip_norm
-    clip = {"global_clipnorm": clip_norm} if clip_norm > 0 else {}
+    beta_2, momentum = options.adam_beta2, options.momentum
+    if options.clip_halving and not options.clip_norm:
+        raise ConfigError("--clip_halving halves --clip_norm: set --clip_norm (the paper's 1.0)")
     if name == "adam":
         schedule = InverseSqrtSchedule(learning_rate, warmup_steps) if warmup_steps else learning_rate
-        return keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=beta_2,
-                                     epsilon=epsilon or 1e-9, **clip)
-    if name == "nag":
-        return keras.optimizers.SGD(learning_rate, momentum=momentum, nesterov=True, **clip)
-    if name == "adadelta":
-        return keras.optimizers.Adadelta(learning_rate, rho=0.95, epsilon=epsilon or 1e-6, **clip)
-    raise ConfigError(f"unknown optimizer {name!r}: use adam, nag or adadelta")
+        optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=beta_2,
+                                          epsilon=epsilon or 1e-9)
+    elif name == "nag":
+        optimizer = keras.optimizers.SGD(learning_rate, momentum=momentum, nesterov=True)
+    elif name == "adadelta":
+        optimizer = keras.optimizers.Adadelta(learning_rate, rho=0.95, epsilon=epsilon or 1e-6)
+    else:
+        raise ConfigError(f"unknown optimizer {name!r}: use adam, nag or adadelta")
+    if options.clip_norm > 0:
+        _clip_to(optimizer, tf.Variable(float(options.clip_norm), trainable=False,
+                                        dtype=tf.float32, name="clip_norm"))
+    return optimizer
+
+
+def _clip_to(optimizer, threshold):
+    """Clips where Keras' own `global_clipnorm` would (on the unscaled gradients, before the
+    update), but to a variable: Keras reads its threshold as a constant when it traces the step,
+    so `ClipHalving` could not lower it. Set past Keras' and TensorFlow's attribute tracking:
+    the threshold is checkpointed, where it is, by the trainer."""
+    def clip(grads):
+        return tf.clip_by_global_norm(grads, threshold)[0]
+
+    object.__setattr__(optimizer, "_clip_gradients", clip)
+    object.__setattr__(optimizer, "tfnmt_clip_norm", threshold)
+
+
+def clip_threshold(optimizer):
+    """The variable `optimizer` clips gradients to (a global norm), or None."""
+    return getattr(optimizer, "tfnmt_clip_norm", None)

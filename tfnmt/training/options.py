@@ -48,6 +48,10 @@ class TrainOptions:
     adam_beta2: float = option(0.98, 'Adam beta_2.', bounds='[0, 1)')
     momentum: float = option(0.99, 'NAG momentum.', bounds='[0, 1)')
     clip_norm: float = option(0.0, 'Clip gradients to this global norm (0 = off).', bounds='>= 0')
+    clip_halving: bool = option(
+        False, 'Halve the --clip_norm threshold after every validation (DeepLAU: "halve the '
+        'threshold until the BLEU score does not change much on the development set"; '
+        '--early_stopping_patience ends the run once it stops changing).')
     lr_shrink: float = option(
         0.1, 'NAG: multiply the lr by this when validation loss rises.',
         bounds='(0, 1]')

@@ -28,7 +28,7 @@ from tfnmt.errors import CheckpointError, DataError
 from tfnmt.training import callbacks, distribution, step as training_step
 from tfnmt.training.checkpoints import Checkpoints, resolve_init_from, trackables, warm_start
 from tfnmt.training.stream_state import SavedStream
-from tfnmt.training.optimizers import make_optimizer
+from tfnmt.training.optimizers import clip_threshold, make_optimizer
 
 
 def source_length_limit(model, max_source_length):
@@ -114,8 +114,8 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
     saved = (SavedStream(training_stream(spec, splits[0], limits[0], vocabs, (0, -1), batching,
                                           options))
              if strategy is None and not data_service else None)
-    checkpoints, lr_controller, early_stopping = _checkpointed_state(model, model_dir, options,
-                                                                     chief, saved)
+    checkpoints, controllers, early_stopping = _checkpointed_state(model, model_dir, options,
+                                                                   chief, saved)
     start = _resume(model, model_dir, checkpoints, early_stopping, options)
     if start is None:
         return []
@@ -140,7 +140,7 @@ def _train(model_dir, config, spec, splits, limits, options, decode_options, str
         checkpoints, writer, train_steps=options.train_steps, save_every=options.save_every,
         validate_every=None if options.validate_per_epoch else options.validate_every,
         log_every=options.log_every, validator=validator,
-        lr_controller=lr_controller, early_stopping=early_stopping)
+        controllers=controllers, early_stopping=early_stopping)
     # The one header of a run; then the schedule logs progress (TensorBoard keeps the detail).
     logging.info("training %s: %s parameters; data %s %s-%s %s%s; steps %d to %d; %s",
                  config["model"], f"{model.count_params():,}", spec.source, spec.source_lang,
@@ -162,20 +162,25 @@ def _forget_divergence(model_dir):
 
 
 def _checkpointed_state(model, model_dir, options, chief, stream=None):
-    """(the run's Checkpoints, its NAG lr controller or None, its early stopping or None): the
-    last two keep state in the checkpoints, and so does `stream` (SavedStream), if given."""
-    lr_controller = (callbacks.ShrinkOnValidationRise(options.lr_shrink, options.lr_floor,
-                                                      mode=options.lr_shrink_mode,
-                                                      initial_learning_rate=options.learning_rate)
-                     if options.optimizer == "nag" else None)
-    extra = {"previous_validation_loss": lr_controller.previous} if lr_controller else {}
+    """(the run's Checkpoints, what runs at each validation (the NAG lr controller, DeepLAU's
+    clip halving), its early stopping or None): they keep state in the checkpoints, and so does
+    `stream` (SavedStream), if given."""
+    controllers, extra = [], {}
+    if options.optimizer == "nag":
+        controllers.append(callbacks.ShrinkOnValidationRise(
+            options.lr_shrink, options.lr_floor, mode=options.lr_shrink_mode,
+            initial_learning_rate=options.learning_rate))
+        extra["previous_validation_loss"] = controllers[-1].previous
     early_stopping = (callbacks.EarlyStopping(options.early_stopping_patience, options.best_metric)
                       if options.early_stopping_patience else None)
     optional = early_stopping.variables() if early_stopping else {}
+    if options.clip_halving:
+        controllers.append(callbacks.ClipHalving())
+        optional["clip_norm"] = clip_threshold(model.optimizer)
     checkpoints = Checkpoints(model_dir, trackables(model, model.optimizer, **extra, **optional),
                               options.keep_checkpoints, options.keep_best, options.best_metric,
                               chief=chief, optional=tuple(optional), stream=stream)
-    return checkpoints, lr_controller, early_stopping
+    return checkpoints, controllers, early_stopping
 
 
 def _resume(model, model_dir, checkpoints, early_stopping, options):
