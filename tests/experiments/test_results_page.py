@@ -4,9 +4,9 @@ checked) must be held by a record, be derived from figures beside it, or be on Q
 
 - Records are what docs/results/.gitignore keeps: every report.json and report.md, summary.md,
   each run's run.json, scores.json and config.json (and averaged-*/scores.json),
-  transformer-tiny/*.log and *.json, and the scalars of the TensorBoard events
-  (*/*/*/logs/events.out.tfevents.*, transformer-tiny/logs/; a TF2 scalar is a tensor), their
-  validation scores only (EVENT_TAGS).
+  each transformer-tiny/RUN/*.log, and the scalars of the TensorBoard events
+  (*/*/*/logs/events.out.tfevents.*, transformer-tiny/RUN/logs/; a TF2 scalar is a tensor),
+  their validation scores only (EVENT_TAGS).
 - A text record holds a figure when one of its numbers, signs aside, equals the figure as
   written or rounded to the figure's decimals (0.0557 lets the page say 0.056; a tie rounds
   either way); an events scalar holds it when it equals the figure so rounded. A figure written
@@ -38,8 +38,8 @@ PAGE = os.path.join(RESULTS, "README.md")
 
 TEXT_RECORDS = ("summary.md", "*/report.json", "*/report.md", "*/*/*/run.json",
                 "*/*/*/scores.json", "*/*/*/config.json", "*/*/*/averaged-*/scores.json",
-                "transformer-tiny/*.log", "transformer-tiny/*.json")
-EVENT_RECORDS = ("*/*/*/logs/events.out.tfevents.*", "transformer-tiny/logs/events.out.tfevents.*")
+                "transformer-tiny/*/*.log", "transformer-tiny/*/*.json")
+EVENT_RECORDS = ("*/*/*/logs/events.out.tfevents.*", "transformer-tiny/*/logs/events.out.tfevents.*")
 # The events' scores; their training-time scalars (seconds, learning rates, losses every few
 # steps) would hold nearly any figure by chance.
 EVENT_TAGS = ("validation/",)

@@ -55,18 +55,6 @@ def test_resume_continues_from_the_last_checkpoint(corpus, trained_model, tmp_pa
     assert after.get_tensor("optimizer/iteration/.ATTRIBUTES/VARIABLE_VALUE") == 90
 
 
-@pytest.mark.slow
-def test_clip_halving_halves_at_each_validation_and_checkpoints_the_threshold(corpus, trained_model,
-                                                                               tmp_path, caplog):
-    model_dir = _copy_of(trained_model, tmp_path)  # written without a threshold: it starts at 1
-    caplog.set_level("INFO", logger="absl")
-    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90), "--clip_norm=1.0",
-                   "--clip_halving", "--validate_every=5") == 0
-    reader = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
-    assert reader.get_tensor("clip_norm/.ATTRIBUTES/VARIABLE_VALUE") == 0.25  # at 85 and 90
-    assert "gradient clipping threshold -> 0.25" in caplog.text
-
-
 def test_resume_refuses_a_different_architecture(corpus, trained_model, capsys):
     flags = [f for f in tiny_train_flags(corpus, trained_model, steps=100) if not f.startswith("--d_model")]
     assert run_cli("train", *flags, "--d_model=64") == 2
