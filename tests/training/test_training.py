@@ -12,7 +12,6 @@ from conftest import events, run_cli, tiny_train_flags
 from tfnmt import model_dir as model_dir_lib
 from tfnmt.models import catalog
 from tfnmt.training import checkpoints
-from tfnmt.errors import ConfigError
 from tfnmt.training.callbacks import ClipHalving, ShrinkOnValidationRise, Validator
 from tfnmt.training.options import TrainOptions
 from tfnmt.training.optimizers import InverseSqrtSchedule, clip_threshold, make_optimizer
@@ -153,9 +152,28 @@ def test_a_traced_step_clips_to_the_threshold_that_clip_halving_halves():
     assert step.experimental_get_tracing_count() == 1
 
 
-def test_clip_halving_needs_a_threshold_to_halve():
-    with pytest.raises(ConfigError, match="--clip_halving halves --clip_norm"):
-        make_optimizer(TrainOptions(clip_halving=True))
+def test_a_loss_scaled_optimizer_clips_to_the_threshold_of_the_one_it_wraps():
+    inner = make_optimizer(TrainOptions(clip_norm=1.0, clip_halving=True))
+    assert clip_threshold(keras.optimizers.LossScaleOptimizer(inner)) is clip_threshold(inner)
+
+
+@pytest.mark.parametrize("name", ["adam", "adadelta"])
+def test_clipping_updates_as_keras_global_clipnorm_does_with_a_repeated_token(name):
+    # A sparse embedding gradient whose row 1 appears twice: Keras' clipping makes it dense,
+    # and Adam's and Adadelta's squared-gradient sums differ between the two forms.
+    grad = tf.IndexedSlices(tf.constant([[3.0, 0.0], [1.0, 2.0], [2.0, 2.0]]),
+                            tf.constant([1, 1, 0]), tf.constant([3, 2]))
+    options = TrainOptions(optimizer=name, learning_rate=0.1, warmup_steps=0, clip_norm=1.0)
+    ours = make_optimizer(options)
+    keras_own = type(ours).from_config(dict(ours.get_config(), global_clipnorm=1.0))
+    updated = []
+    for optimizer in (ours, keras_own):
+        weights = keras.Variable(np.ones((3, 2), np.float32))
+        optimizer.build([weights])
+        for _ in range(2):
+            optimizer.apply_gradients([(grad, weights)])
+        updated.append(weights.numpy())
+    np.testing.assert_allclose(updated[0], updated[1], rtol=1e-6)
 
 
 def test_adadelta_uses_the_deeplau_setting():

@@ -31,8 +31,6 @@ def make_optimizer(options, epsilon=None):
     name, learning_rate, warmup_steps = (options.optimizer, options.learning_rate,
                                          options.warmup_steps)
     beta_2, momentum = options.adam_beta2, options.momentum
-    if options.clip_halving and not options.clip_norm:
-        raise ConfigError("--clip_halving halves --clip_norm: set --clip_norm (the paper's 1.0)")
     if name == "adam":
         schedule = InverseSqrtSchedule(learning_rate, warmup_steps) if warmup_steps else learning_rate
         optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=beta_2,
@@ -50,17 +48,22 @@ def make_optimizer(options, epsilon=None):
 
 
 def _clip_to(optimizer, threshold):
-    """Clips where Keras' own `global_clipnorm` would (on the unscaled gradients, before the
-    update), but to a variable: Keras reads its threshold as a constant when it traces the step,
-    so `ClipHalving` could not lower it. Set past Keras' and TensorFlow's attribute tracking:
-    the threshold is checkpointed, where it is, by the trainer."""
+    """Clips as Keras' own `global_clipnorm` does, where it does (the unscaled gradients, before
+    the update), but to a variable: Keras reads its threshold as a constant when it traces the
+    step, so `ClipHalving` could not lower it. Set past Keras' and TensorFlow's attribute
+    tracking, which would add the threshold to the optimizer's variables and so change the
+    checkpoint keys older checkpoints are read by; the trainer checkpoints it by name."""
     def clip(grads):
-        return tf.clip_by_global_norm(grads, threshold)[0]
+        # Dense, as Keras' clipping returns them: Adam and Adadelta square sparse embedding
+        # gradients row by row, so rows of a repeated token would add up differently.
+        return [g if g is None else tf.convert_to_tensor(g)
+                for g in tf.clip_by_global_norm(grads, threshold)[0]]
 
     object.__setattr__(optimizer, "_clip_gradients", clip)
     object.__setattr__(optimizer, "tfnmt_clip_norm", threshold)
 
 
 def clip_threshold(optimizer):
-    """The variable `optimizer` clips gradients to (a global norm), or None."""
-    return getattr(optimizer, "tfnmt_clip_norm", None)
+    """The variable `optimizer` (or the one a LossScaleOptimizer wraps) clips gradients to (a
+    global norm), or None."""
+    return getattr(getattr(optimizer, "inner_optimizer", optimizer), "tfnmt_clip_norm", None)

@@ -50,8 +50,9 @@ class TrainOptions:
     clip_norm: float = option(0.0, 'Clip gradients to this global norm (0 = off).', bounds='>= 0')
     clip_halving: bool = option(
         False, 'Halve the --clip_norm threshold after every validation (DeepLAU: "halve the '
-        'threshold until the BLEU score does not change much on the development set"; '
-        '--early_stopping_patience ends the run once it stops changing).')
+        'threshold until the BLEU score does not change much on the development set"; with '
+        '--best_metric=bleu, --early_stopping_patience ends the run once validation BLEU stops '
+        'improving).')
     lr_shrink: float = option(
         0.1, 'NAG: multiply the lr by this when validation loss rises.',
         bounds='(0, 1]')
@@ -112,3 +113,5 @@ class TrainOptions:
             raise ConfigError("--best_metric=bleu needs validation BLEU: set --bleu_sentences > 0")
         if self.optimizer == "nag" and self.lr_floor >= self.learning_rate:
             raise ConfigError("--lr_floor must be below --learning_rate for --optimizer=nag")
+        if self.clip_halving and not self.clip_norm:
+            raise ConfigError("--clip_halving halves --clip_norm: set --clip_norm (the paper's 1.0)")
