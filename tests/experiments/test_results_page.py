@@ -138,20 +138,13 @@ def _numbers(text):
 
 
 def _event_scalars(paths):
-    if not paths:
-        return
-    import tensorflow as tf
-    for path in paths:
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if not value.tag.startswith(EVENT_TAGS):
-                    continue
-                if value.HasField("tensor"):
-                    array = tf.make_ndarray(value.tensor)
-                    if array.size == 1 and array.dtype.kind in "fiu":
-                        yield abs(Decimal(repr(float(array.reshape(-1)[0]))))
-                elif value.HasField("simple_value"):
-                    yield abs(Decimal(repr(float(value.simple_value))))
+    """The validation scalars of the runs whose event files are `paths`, read as the reports
+    read them (experiments/report.py)."""
+    from tfnmt.experiments import report
+    for run in sorted({os.path.dirname(os.path.dirname(path)) for path in paths}):
+        for tag, values in report.read_scalars(run).items():
+            if tag.startswith(EVENT_TAGS):
+                yield from (abs(Decimal(repr(value))) for value in values.values())
 
 
 class Records:
