@@ -14,7 +14,8 @@ from tfnmt.models import catalog
 from tfnmt.training import checkpoints
 from tfnmt.training.callbacks import ClipHalving, ShrinkOnValidationRise, Validator
 from tfnmt.training.options import TrainOptions
-from tfnmt.training.optimizers import InverseSqrtSchedule, clip_threshold, make_optimizer
+from tfnmt.training.optimizers import (InverseSqrtSchedule, LinearDecaySchedule, clip_threshold,
+                                      make_optimizer)
 
 
 def test_loss_falls_on_a_tiny_overfit_set(trained_model):
@@ -122,6 +123,26 @@ def test_inverse_sqrt_schedule():
     assert schedule(tf.constant(49)).numpy() == pytest.approx(0.5)
     assert schedule(tf.constant(99)).numpy() == pytest.approx(1.0)
     assert schedule(tf.constant(399)).numpy() == pytest.approx(0.5)
+
+
+def test_linear_decay_schedule_warms_up_then_falls_straight_to_zero_at_the_last_step():
+    schedule = LinearDecaySchedule(1.0, warmup_steps=100, total_steps=1100)
+    values = [float(schedule(tf.constant(s)).numpy()) for s in (49, 99, 100, 600, 1099, 1100, 2000)]
+    assert values == pytest.approx([0.5, 1.0, 1.0, 0.5, 0.001, 0.0, 0.0])
+
+
+def test_lr_decay_linear_anneals_a_run_to_zero_where_inverse_sqrt_does_not(corpus, tmp_path):
+    last = {}
+    for decay in ("linear", "inverse_sqrt"):
+        model_dir = str(tmp_path / decay)
+        assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=40),
+                       f"--lr_decay={decay}") == 0
+        lrs = dict(events(model_dir, "train/learning_rate"))
+        last[decay] = lrs[40]
+        if decay == "linear":  # after the 20 warm-up steps, equal falls per 10 steps
+            assert lrs[20] - lrs[30] == pytest.approx(lrs[30] - lrs[40], rel=1e-3)
+            assert lrs[20] > lrs[30] > lrs[40]
+    assert last["linear"] < 3e-4 < 3e-3 < last["inverse_sqrt"]
 
 
 def test_nag_shrinks_on_validation_rise_and_stops_below_the_floor():

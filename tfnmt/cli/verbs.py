@@ -139,7 +139,7 @@ VERBS = {
         (_bench("train"),
          ["model_dir", group("model"), *DATA_SOURCE, "train_split", "train_limit",
           group("vocabulary"), "seed", "init_from", "label_smoothing", "precision", "optimizer",
-          "learning_rate", "warmup_steps", "adam_beta2", "momentum", "clip_norm",
+          "learning_rate", "warmup_steps", "lr_decay", "adam_beta2", "momentum", "clip_norm",
           "accumulate_steps", "deterministic", "jit_compile", "batch_tokens", "batch_size",
           "shuffle_buffer", "max_source_length", "max_target_length", "bench_steps"]),
         *[(_bench("translate") & when, names) for when, names in TRANSLATOR],

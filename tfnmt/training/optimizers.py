@@ -23,16 +23,44 @@ class InverseSqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps}
 
 
+@keras.saving.register_keras_serializable(package="tfnmt")
+class LinearDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to `peak` over `warmup_steps`, then a straight line down to 0 at
+    `total_steps`: the run ends annealed instead of averaging its way there."""
+
+    def __init__(self, peak, warmup_steps, total_steps):
+        self.peak = peak
+        self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
+
+    def __call__(self, step):
+        # `step` counts the updates made: the last one (total - 1) still moves the weights.
+        step = tf.cast(step, tf.float32)
+        warmup = tf.cast(max(self.warmup_steps, 1), tf.float32)
+        total = tf.cast(max(self.total_steps, self.warmup_steps + 1), tf.float32)
+        decay = (total - step) / (total - tf.cast(self.warmup_steps, tf.float32))
+        return self.peak * tf.maximum(0.0, tf.minimum((step + 1.0) / warmup, decay))
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps,
+                "total_steps": self.total_steps}
+
+
 def make_optimizer(options, epsilon=None):
     """The --optimizer of `options` (TrainOptions, which declares the defaults): adam
-    (inverse-sqrt warm-up), nag (Nesterov SGD; the lr is shrunk on validation by
+    (warm-up, then --lr_decay), nag (Nesterov SGD; the lr is shrunk on validation by
     `ShrinkOnValidationRise`), adadelta (DeepLAU: rho 0.95, eps 1e-6, lr 1.0); with
     --clip_norm, gradients clipped to a global norm that `clip_threshold` gives."""
     name, learning_rate, warmup_steps = (options.optimizer, options.learning_rate,
                                          options.warmup_steps)
     beta_2, momentum = options.adam_beta2, options.momentum
     if name == "adam":
-        schedule = InverseSqrtSchedule(learning_rate, warmup_steps) if warmup_steps else learning_rate
+        if options.lr_decay == "linear":
+            schedule = LinearDecaySchedule(learning_rate, warmup_steps, options.train_steps)
+        elif warmup_steps:
+            schedule = InverseSqrtSchedule(learning_rate, warmup_steps)
+        else:
+            schedule = learning_rate
         optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=beta_2,
                                           epsilon=epsilon or 1e-9)
     elif name == "nag":

@@ -10,6 +10,8 @@ from tfnmt.options import check, option
 
 # How the NAG lr shrinks (training/callbacks.py ShrinkOnValidationRise).
 SHRINK_MODES = ('on_rise', 'after_first_rise')
+# How Adam's lr falls after the warm-up (training/optimizers.py).
+LR_DECAYS = ('inverse_sqrt', 'linear')
 # Validation metrics that can rank the best checkpoints, and whether higher is better.
 BEST_METRICS = {'loss': False, 'bleu': True}
 
@@ -43,8 +45,11 @@ class TrainOptions:
         0.001, 'Peak (adam) or initial (nag, adadelta) learning rate.',
         bounds='> 0')
     warmup_steps: int = option(
-        4000, 'Adam: linear warm-up steps before inverse-sqrt decay (0 = constant).',
+        4000, 'Adam: linear warm-up steps before --lr_decay (0 = constant with inverse_sqrt).',
         bounds='>= 0')
+    lr_decay: str = option(
+        'inverse_sqrt', 'Adam after the warm-up: inverse_sqrt (1/sqrt(step), Vaswani et al.), '
+        'or linear (straight down to 0 at --train_steps).', choices=LR_DECAYS)
     adam_beta2: float = option(0.98, 'Adam beta_2.', bounds='[0, 1)')
     momentum: float = option(0.99, 'NAG momentum.', bounds='[0, 1)')
     clip_norm: float = option(0.0, 'Clip gradients to this global norm (0 = off).', bounds='>= 0')
