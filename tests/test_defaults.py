@@ -44,6 +44,7 @@ def test_training_takes_its_label_smoothing_from_the_training_options_and_a_mode
     (dict(optimizer="nag", learning_rate=0.25, lr_floor=0.5), "--lr_floor must be below"),
     (dict(lr_shrink_mode="sometimes"), "choose one of on_rise, after_first_rise"),
     (dict(clip_halving=True), "--clip_halving halves --clip_norm"),
+    (dict(optimizer="adadelta", lr_decay="linear"), "--lr_decay=linear shapes Adam's lr"),
 ])
 def test_training_options_check_themselves_when_built(change, message):
     with pytest.raises(ConfigError, match=message):

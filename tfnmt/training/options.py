@@ -118,5 +118,8 @@ class TrainOptions:
             raise ConfigError("--best_metric=bleu needs validation BLEU: set --bleu_sentences > 0")
         if self.optimizer == "nag" and self.lr_floor >= self.learning_rate:
             raise ConfigError("--lr_floor must be below --learning_rate for --optimizer=nag")
+        if self.lr_decay != "inverse_sqrt" and self.optimizer != "adam":
+            raise ConfigError(f"--lr_decay={self.lr_decay} shapes Adam's lr: --optimizer="
+                              f"{self.optimizer} has its own schedule")
         if self.clip_halving and not self.clip_norm:
             raise ConfigError("--clip_halving halves --clip_norm: set --clip_norm (the paper's 1.0)")
