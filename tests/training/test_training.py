@@ -131,18 +131,12 @@ def test_linear_decay_schedule_warms_up_then_falls_straight_to_zero_at_the_last_
     assert values == pytest.approx([0.5, 1.0, 1.0, 0.5, 0.001, 0.0, 0.0])
 
 
-def test_lr_decay_linear_anneals_a_run_to_zero_where_inverse_sqrt_does_not(corpus, tmp_path):
-    last = {}
-    for decay in ("linear", "inverse_sqrt"):
-        model_dir = str(tmp_path / decay)
-        assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=40),
-                       f"--lr_decay={decay}") == 0
-        lrs = dict(events(model_dir, "train/learning_rate"))
-        last[decay] = lrs[40]
-        if decay == "linear":  # after the 20 warm-up steps, equal falls per 10 steps
-            assert lrs[20] - lrs[30] == pytest.approx(lrs[30] - lrs[40], rel=1e-3)
-            assert lrs[20] > lrs[30] > lrs[40]
-    assert last["linear"] < 3e-4 < 3e-3 < last["inverse_sqrt"]
+def test_lr_decay_linear_anneals_a_training_run_to_zero_at_its_last_step(corpus, tmp_path):
+    model_dir = str(tmp_path / "m")
+    assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=40), "--lr_decay=linear") == 0
+    lrs = dict(events(model_dir, "train/learning_rate"))
+    # The peak (5e-3) after the 20 warm-up steps, then equal falls to 0 (inverse-sqrt: 3.5e-3).
+    assert [lrs[s] for s in (20, 30, 40)] == pytest.approx([5e-3, 2.5e-3, 0.0], abs=1e-6)
 
 
 def test_nag_shrinks_on_validation_rise_and_stops_below_the_floor():
