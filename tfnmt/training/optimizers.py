@@ -36,10 +36,10 @@ class LinearDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
     def __call__(self, step):
         # `step` counts the updates made: the last one (total - 1) still moves the weights.
         step = tf.cast(step, tf.float32)
-        warmup = tf.cast(max(self.warmup_steps, 1), tf.float32)
-        total = tf.cast(max(self.total_steps, self.warmup_steps + 1), tf.float32)
-        decay = (total - step) / (total - tf.cast(self.warmup_steps, tf.float32))
-        return self.peak * tf.maximum(0.0, tf.minimum((step + 1.0) / warmup, decay))
+        total = float(max(self.total_steps, self.warmup_steps + 1))
+        decay = (total - step) / (total - self.warmup_steps)
+        return self.peak * tf.maximum(0.0, tf.minimum((step + 1.0) / max(self.warmup_steps, 1),
+                                                      decay))
 
     def get_config(self):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps,
