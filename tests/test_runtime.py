@@ -56,6 +56,9 @@ _REPORT = ("import atexit, os, sys; atexit.register(lambda: print('ALLOCATOR=' +
            "os.environ.get('TF_CPU_ALLOCATOR_USE_BFC', '<unset>'))); ")
 
 
+_TRANSLATE = "sys.argv = ['tfnmt', 'translate', '--model_dir=/nonexistent']"
+
+
 def _child(code, env_value):
     import os
     env = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
@@ -82,13 +85,24 @@ def test_the_command_sets_it_before_tensorflow_loads():
     assert "TENSORFLOW=False" in done.stdout, done.stdout + done.stderr
 
 
+@pytest.mark.slow
+def test_a_verb_loads_tensorflow_without_the_notebook_modules_and_can_import_them_later():
+    # Keras imports IPython and matplotlib.pyplot with TensorFlow where they are installed
+    # (matplotlib is tfnmt's own dependency): 1.5 s of every command's start.
+    code = ("import atexit, sys; atexit.register(lambda: print('LOADED=' + ','.join("
+            "sorted(m for m in runtime.NOTEBOOK_MODULES if m in sys.modules)) + ' PLOT=' + "
+            "__import__('matplotlib.pyplot').__name__)); from tfnmt import runtime; "
+            f"{_TRANSLATE}; from tfnmt.cli.main import run; run()")
+    done = subprocess.run([sys.executable, "-c", "import sys; " + code], capture_output=True,
+                          text=True, timeout=120)
+    assert "tfnmt translate: error:" in done.stderr, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["LOADED= PLOT=matplotlib"], done.stdout + done.stderr
+
+
 # A child process that reports TensorFlow's threads per op as the process ends (0: TensorFlow's
 # default, one per core, or what TF_NUM_INTRAOP_THREADS says).
 _THREADS = ("import atexit; atexit.register(lambda: print('THREADS=%d' % __import__('tensorflow')"
             ".config.threading.get_intra_op_parallelism_threads())); ")
-
-
-_TRANSLATE = "sys.argv = ['tfnmt', 'translate', '--model_dir=/nonexistent']"
 
 
 @pytest.mark.slow

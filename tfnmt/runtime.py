@@ -30,6 +30,7 @@ tokenizers AutoGraph converted too).
 import ctypes
 import gc
 import os
+import sys
 
 # Environment variables every tfnmt process sets where the user did not (values: strings).
 DEFAULTS = {"TF_CPU_ALLOCATOR_USE_BFC": "true"}
@@ -50,6 +51,29 @@ def configure(environ=None):
     for name, value in DEFAULTS.items():
         environ.setdefault(name, value)
     return environ
+
+
+# What Keras imports with TensorFlow, where installed, for notebook helpers no tfnmt verb calls
+# (IPython's display, matplotlib's image galleries): about 1.5 s of CPU at every command's start on
+# a 2-core AVX2 machine (docs/benchmarks.md, "Start-up").
+NOTEBOOK_MODULES = ("IPython", "matplotlib")
+
+
+def load_tensorflow():
+    """Imports TensorFlow and Keras without NOTEBOOK_MODULES, which stay importable afterwards
+    (`tfnmt experiment` draws its plots with matplotlib). Nothing to do once TensorFlow is loaded."""
+    if "tensorflow" in sys.modules:
+        return
+    blocked = [name for name in NOTEBOOK_MODULES if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # `import name` raises ImportError, which Keras expects
+    try:
+        import tensorflow  # noqa: F401
+        import keras  # noqa: F401
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 def one_thread_per_op():

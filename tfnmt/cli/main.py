@@ -84,6 +84,7 @@ def _main(argv):
         return _fail(verb, _unknown_verb(verb, VERBS))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     runtime.configure()  # in-process calls (tests) too, where TensorFlow has not allocated yet
+    runtime.load_tensorflow()
     from absl import flags
     from tfnmt.cli import console, verbs
     from tfnmt.cli import flags as flag_defs
