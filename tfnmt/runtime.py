@@ -20,6 +20,9 @@ bfloat16: a CPU with AVX512_BF16 or AMX computes bfloat16 products natively, fas
 float32; without them TensorFlow converts each operand to float32 and back, slower than float32
 alone. `auto` (--precision, --decode_dtype) picks by that.
 
+Start-up: `load_tensorflow` (every command) imports TensorFlow without the notebook modules Keras
+would import with it (NOTEBOOK_MODULES).
+
 AutoGraph: tfnmt's traced code says its loops and conditions in TensorFlow's own terms
 (tf.while_loop, tf.cond), so AutoGraph's rewriting of its Python source before each first trace
 changes nothing and costs start-up CPU in every verb (docs/benchmarks.md, "Tracing without
