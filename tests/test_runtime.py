@@ -124,21 +124,16 @@ def test_every_decoding_entry_point_and_no_other_asks_for_one_thread_per_op(monk
     # is checked here, in this process (each asks before its bad path fails it).
     import tfnmt
     from conftest import run_cli
+    from tfnmt.errors import UserError
     asked = []
     monkeypatch.setattr(runtime, "one_thread_per_op", lambda: asked.append(True))
-
-    def asks(call):
-        asked.clear()
-        try:
-            call()
-        except Exception:  # the API's error for a missing directory
-            pass
-        return bool(asked)
-    assert asks(lambda: run_cli("translate", "--model_dir=/nonexistent"))
-    assert asks(lambda: run_cli("serve", "--export_dir=/nonexistent"))
-    assert asks(lambda: tfnmt.Translator.from_model_dir("/nonexistent"))
-    assert not asks(lambda: run_cli("train", "--model_dir=/nonexistent/m",
-                                    "--data=text:/nonexistent"))
+    assert run_cli("translate", "--model_dir=/nonexistent") == 2 and asked == [True]
+    assert run_cli("serve", "--export_dir=/nonexistent") == 2 and asked == [True] * 2
+    with pytest.raises(UserError):
+        tfnmt.Translator.from_model_dir("/nonexistent")
+    assert asked == [True] * 3
+    assert run_cli("train", "--model_dir=/nonexistent/m", "--data=text:/nonexistent") == 2
+    assert asked == [True] * 3
 
 
 def test_a_machine_with_many_cores_keeps_tensorflows_threads(monkeypatch):
