@@ -3,11 +3,14 @@
 One server is started on a temporary base directory where the newest export of --served_model is
 linked as version 1 (the export directory itself is not touched). --bench_clients clients send
 it the sentences back to back for --bench_seconds; --bench_reloads times, evenly spread, the same
-export is linked as the next version, so the server loads it and unloads the one before while it
-answers, as a deployment's model update does. The server's resident memory (VmRSS of it and its
-children, /proc) is sampled all along. Reported: the load's counts and latencies, the memory at
-1/6 of the time (after warm-up), 1/2 and the end, just before each reload and at the end
-(`rss_mb_per_version`; a reload the load's end cuts short is not counted), its peak (VmHWM),
+export is linked as the next version (or, when the one before is still loading, once that has
+replaced its version), so the server loads it and unloads the one before while it answers, as a
+deployment's model update does. The load goes on past --bench_seconds until the last reload has
+replaced its version, at most SETTLE_SECONDS more: a slow or busy machine still reports every
+reload, and a reload that does not finish by then is left out of `reload_seconds`. The server's
+resident memory (VmRSS of it and its children, /proc) is sampled all along. Reported: the load's
+counts and latencies, the memory at 1/6 of --bench_seconds (after warm-up), 1/2 and the end, just
+before each reload and at the end (`rss_mb_per_version`), its peak (VmHWM),
 the growth from the 1/6 sample to the end, and whether that is at most MAX_GROWTH
 (`rss_flat`). The allocator is the environment's (tfnmt sets TF_CPU_ALLOCATOR_USE_BFC unless it
 is set), so `TF_CPU_ALLOCATOR_USE_BFC=false tfnmt bench --bench=soak ...` measures the
@@ -21,6 +24,8 @@ import time
 
 MAX_GROWTH = 0.10
 SAMPLES = 60
+# A version loads in seconds; a server that has not replaced it after two minutes more is stuck.
+SETTLE_SECONDS = 120
 
 
 def _status_kib(pid, field):
@@ -106,27 +111,33 @@ def _load(bench, client, load_test, sentences, pid, base, export_path):
     """Runs the load in a thread while sampling memory and rolling in versions 2, 3, ...;
     returns (load result, [[seconds, MB], ...], [(seconds into the load version N was linked,
     seconds it took to replace version N - 1)] for N = 2, 3, ...)."""
-    seconds, found = bench.bench_seconds, {}
+    seconds, found, hold = bench.bench_seconds, {}, threading.Event()
     thread = threading.Thread(target=lambda: found.update(load_test(
         client, sentences, clients=bench.bench_clients, seconds=seconds,
-        sentences_per_request=bench.bench_request_sentences)))
+        sentences_per_request=bench.bench_request_sentences, hold=hold)))
     start = time.perf_counter()
     thread.start()
-    samples, reloads, waiting = [], [], None
+    samples, reloads, pending = [], [], None  # pending: (version, seconds it was linked at)
     while thread.is_alive():
         now = time.perf_counter() - start
         samples.append([round(now, 1), rss_mb(pid)])
-        version = len(reloads) + 2
-        if waiting is None and version <= bench.bench_reloads + 1 and \
-                now >= seconds * (version - 1) / (bench.bench_reloads + 1):
-            os.symlink(os.path.abspath(export_path), os.path.join(base, client.model, str(version)))
-            waiting = now
-        if waiting is not None:
+        if pending is not None:
+            version, linked = pending
             states = _versions(client)
             if states.get(str(version)) == "AVAILABLE" and \
                     states.get(str(version - 1)) in (None, "END"):
-                reloads.append((round(waiting, 1), round(now - waiting, 1)))
-                waiting = None
+                reloads.append((round(linked, 1), round(now - linked, 1)))
+                pending = None
+        version = len(reloads) + 2
+        if pending is None and version <= bench.bench_reloads + 1 and \
+                now >= seconds * (version - 1) / (bench.bench_reloads + 1):
+            os.symlink(os.path.abspath(export_path), os.path.join(base, client.model, str(version)))
+            pending = (version, now)
+        # Set before the load's end whenever a reload is pending, so the load waits for it.
+        if pending is not None and now < seconds + SETTLE_SECONDS:
+            hold.set()
+        else:
+            hold.clear()
         thread.join(min(seconds / SAMPLES, 10.0))
     samples.append([round(time.perf_counter() - start, 1), rss_mb(pid)])
     return found, samples, reloads

@@ -273,17 +273,19 @@ def _strings(text):
     return [t.decode("utf-8") for t in text.numpy()] if hasattr(text, "numpy") else list(text)
 
 
-def load_test(client, sentences, *, clients, seconds, sentences_per_request, expected=None):
+def load_test(client, sentences, *, clients, seconds, sentences_per_request, expected=None,
+              hold=None):
     """`clients` threads send requests of `sentences_per_request` sentences, back to back, for
-    `seconds`. Returns counts, requests/s and latency percentiles; with `expected`
-    ({sentence: translation}) also how many answers differed from it."""
+    `seconds`, and after that while `hold` (a threading.Event) is set. Returns counts, requests/s
+    and latency percentiles; with `expected` ({sentence: translation}) also how many answers
+    differed from it."""
     deadline = time.perf_counter() + seconds
     latencies, errors, mismatches = [], [], [0]
     lock = threading.Lock()
 
     def worker(index):
         position = index * sentences_per_request
-        while time.perf_counter() < deadline:
+        while time.perf_counter() < deadline or (hold is not None and hold.is_set()):
             batch = [sentences[(position + k) % len(sentences)] for k in range(sentences_per_request)]
             position += clients * sentences_per_request
             start = time.perf_counter()
