@@ -196,11 +196,36 @@ def test_adadelta_uses_the_deeplau_setting():
     assert optimizer.rho == 0.95 and optimizer.epsilon == 1e-6
 
 
+def _record_build_policies(monkeypatch, flags):
+    """Makes the CPU have `flags` (no GPU); returns the list of the Keras dtype policies the
+    trainer's models are built under, as they are built."""
+    from tfnmt import runtime
+    from tfnmt.training import trainer
+    monkeypatch.setattr(runtime, "cpu_flags", lambda cpuinfo=None: frozenset(flags.split()))
+    monkeypatch.setattr(runtime, "_gpu", lambda: False)
+    chosen = []
+    build = trainer.catalog.build
+
+    def recording(config):  # the policy the model is built under
+        chosen.append(keras.mixed_precision.global_policy().name)
+        return build(config)
+    monkeypatch.setattr(trainer.catalog, "build", recording)
+    return chosen
+
+
+# --precision=auto on a CPU with native bfloat16 is also the mixed-precision run: the explicit
+# --precision=mixed_bfloat16 trains the same way (runtime.choose_bfloat16 returns it as asked:
+# tests/test_runtime.py). The CPU without it: test_deterministic_runs_are_bit_identical_... below.
 @pytest.mark.slow
-def test_mixed_precision_trains_and_translates_in_float32(corpus, tmp_path):
+def test_precision_auto_on_a_bfloat16_cpu_trains_mixed_and_translates_in_float32(
+        corpus, tmp_path, monkeypatch):
+    chosen = _record_build_policies(monkeypatch, "avx2 avx512f avx512_bf16")
     model_dir = str(tmp_path / "m")
-    flags = tiny_train_flags(corpus, model_dir, steps=6)
-    assert run_cli("train", *flags, "--precision=mixed_bfloat16") == 0
+    flags = tiny_train_flags(corpus, model_dir, steps=4)
+    # --decode_dtype=auto too: the test sets after training decode as the CPU allows.
+    assert run_cli("train", *flags, "--precision=auto", "--decode_dtype=auto") == 0
+    assert chosen and set(chosen) == {"mixed_bfloat16"}
+    assert checkpoints.resolve(model_dir).endswith("ckpt-4")
     reader = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
     dtypes = reader.get_variable_to_dtype_map()
     kernel = [k for k in dtypes if "encoder_layer_0.Sffn.Souter.Skernel" in k][0]
@@ -213,31 +238,6 @@ def test_mixed_precision_trains_and_translates_in_float32(corpus, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flags, policy", [("avx2 fma", "float32"),
-                                           ("avx2 avx512f avx512_bf16", "mixed_bfloat16")])
-def test_precision_auto_trains_in_what_the_cpu_computes_natively(corpus, tmp_path, monkeypatch,
-                                                                 flags, policy):
-    from tfnmt import runtime
-    from tfnmt.training import trainer
-    monkeypatch.setattr(runtime, "cpu_flags", lambda cpuinfo=None: frozenset(flags.split()))
-    monkeypatch.setattr(runtime, "_gpu", lambda: False)
-    chosen = []
-    build = trainer.catalog.build
-
-    def recording(config):  # the policy the model is built under
-        chosen.append(keras.mixed_precision.global_policy().name)
-        return build(config)
-    monkeypatch.setattr(trainer.catalog, "build", recording)
-    model_dir = str(tmp_path / "m")
-    flags_ = tiny_train_flags(corpus, model_dir, steps=4)
-    # --decode_dtype=auto too: the test sets after training decode as the CPU allows.
-    assert run_cli("train", *flags_, "--precision=auto",
-                   "--decode_dtype=auto") == 0
-    assert chosen and set(chosen) == {policy}
-    assert checkpoints.resolve(model_dir).endswith("ckpt-4")
-
-
-@pytest.mark.slow
 def test_resume_with_another_optimizer_is_refused(corpus, trained_model, tmp_path, capsys):
     model_dir = _copy_of(trained_model, tmp_path)  # trained with adam
     assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=90), "--optimizer=adadelta",
@@ -247,13 +247,23 @@ def test_resume_with_another_optimizer_is_refused(corpus, trained_model, tmp_pat
 
 
 @pytest.mark.slow
-def test_deterministic_runs_are_bit_identical(corpus, tmp_path):
-    def weights(name):
+def test_deterministic_runs_are_bit_identical_and_precision_auto_without_bfloat16_is_float32(
+        corpus, tmp_path, monkeypatch):
+    # The first run is also --precision=auto (--decode_dtype=auto too) on a CPU without native
+    # bfloat16: it must choose float32, and so train bit for bit what the second run, float32
+    # by default, trains.
+    chosen = _record_build_policies(monkeypatch, "avx2 fma")
+
+    def weights(name, *extra):
         model_dir = str(tmp_path / name)
-        assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=10), "--deterministic") == 0
+        assert run_cli("train", *tiny_train_flags(corpus, model_dir, steps=10), "--deterministic",
+                       *extra) == 0
+        assert checkpoints.resolve(model_dir).endswith("ckpt-10")
         reader = tf.train.load_checkpoint(checkpoints.resolve(model_dir))
         return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k.startswith("model/")}
-    a, b = weights("a"), weights("b")
+    a = weights("a", "--precision=auto", "--decode_dtype=auto")
+    assert chosen and set(chosen) == {"float32"}
+    b = weights("b")
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
