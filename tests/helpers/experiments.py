@@ -38,6 +38,15 @@ def tiny_experiment(corpus, base):
     return config, str(base / "runs" / "tiny")
 
 
+def complete(root):
+    """Whether the report in `root` says every run of the experiment is complete (trained and
+    scored by an earlier test of the module). A rerun would train and score nothing (the first
+    test of test_experiment.py checks that) but would write the whole report again: its
+    significance tests and plots are most of a rerun's seconds."""
+    path = os.path.join(root, "report.json")
+    return os.path.isfile(path) and all(r["status"] == "complete" for r in report(root)["runs"])
+
+
 def steps(root, run):
     from tfnmt.experiments.runs import latest_step
     return latest_step(os.path.join(root, run))
