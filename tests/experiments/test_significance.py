@@ -3,6 +3,7 @@ bootstrap and approximate randomization, with resampled differences that tie the
 counted as at least as extreme."""
 
 import itertools
+import os
 
 import numpy as np
 
@@ -67,3 +68,36 @@ def test_the_report_marks_p_values_of_identical_outputs():
     assert report_page._identical(row, 1) == "" and report_page._identical(row, None) == ""
     row["significance"]["identical_outputs"] = [1, 2]
     assert report_page._identical(row, None) == " (identical outputs)"
+
+
+def test_a_report_reuses_the_p_values_of_unchanged_outputs_and_keeps_only_those_it_used(
+        tmp_path, monkeypatch):
+    from tfnmt.experiments import runs
+    root = str(tmp_path)
+    runs.write_lines(runs.data_path(root, "test", "ref"), REFERENCES)
+    base, system = (runs.Run(name, 1, "", str(tmp_path / name)) for name in ("base", "system"))
+    for run, lines in ((base, BASELINE), (system, SYSTEM)):
+        runs.write_lines(runs.hypotheses_path(run, "test"), lines)
+
+    def significance():
+        known = report._PValues(root)
+        found = report.significance(root, "test", {1: base}, {1: system}, [1], "en", "", known)
+        known.save()
+        return found
+
+    computed = []
+    paired_test = report.PairedTest
+    monkeypatch.setattr(report, "PairedTest", lambda *a, **k: computed.append(1) or paired_test(
+        *a, **k))
+    # A test per kind, bootstrap and randomization; pooled over one seed, the inputs are the
+    # seed's own, so its p-values are computed once.
+    first = significance()
+    assert len(computed) == 2 and first["pooled"] == first["per_seed"]["1"]
+    assert significance() == first and len(computed) == 2  # from pvalues.json
+    runs.write_lines(runs.hypotheses_path(system, "test"), BASELINE)  # the run scored again
+    assert significance()["per_seed"]["1"]["randomization"]["bleu"] == 1.0
+    assert len(computed) == 4
+    assert len(runs.read_json(os.path.join(root, report.PVALUES_FILE))) == 1  # the old one gone
+    (tmp_path / report.PVALUES_FILE).write_text("{damaged")
+    assert significance()["per_seed"]["1"]["randomization"]["bleu"] == 1.0
+    assert len(computed) == 6

@@ -11,11 +11,14 @@ budget and its final checkpoint (with --budget=converge, its best) is scored; ot
 listed as partial (or not started) and left out of the means and the tests. With --average_checkpoints=N the averages of the runs' last N
 checkpoints (runs.py) are reported the same way, as systems of their own: averaged_results, with
 their p-values against the baseline's averaged models; a complete run whose average is not scored
-yet is left out of those.
+yet is left out of those. The p-values are kept in EXPERIMENT/pvalues.json, a cache (_PValues)
+that docs/results does not keep.
 """
 
 import contextlib
 import glob
+import hashlib
+import json
 import os
 
 import numpy as np
@@ -23,11 +26,38 @@ import sacrebleu
 from sacrebleu import significance as sacrebleu_significance
 from sacrebleu.significance import PairedTest
 
+from tfnmt.errors import UserError
 from tfnmt.evaluation import bleu
 from tfnmt.experiments import plots, report_page, runs as runs_lib
 from tfnmt.training.callbacks import DIVERGED_FILE
 
 TESTS = {"bootstrap": "bs", "randomization": "ar"}
+PVALUES_FILE = "pvalues.json"
+
+
+class _PValues:
+    """The p-values a report already has (EXPERIMENT/pvalues.json), by a hash of all they depend
+    on: the tests resample the whole test set 11,000 times per pair of outputs, and the report
+    is written again after every run and by --report_only. A build keeps only the entries it
+    used; a damaged file is computed again."""
+
+    def __init__(self, root):
+        self.path = os.path.join(root, PVALUES_FILE)
+        try:
+            self.found = runs_lib.read_json(self.path, {})
+        except UserError:
+            self.found = {}
+        self.used = {}
+
+    def get(self, inputs, compute):
+        key = hashlib.sha256(json.dumps([inputs, TESTS, sacrebleu.__version__]).encode()).hexdigest()
+        if key not in self.found:
+            self.found[key] = compute()
+        self.used[key] = self.found[key]
+        return self.used[key]
+
+    def save(self):
+        runs_lib.write_json(self.path, self.used)
 
 
 @contextlib.contextmanager
@@ -114,8 +144,12 @@ def collect(run, budget, splits, average=0):
     return entry
 
 
-def _pvalues(named, references, target_lang, tokenize):
-    """{test: {"bleu": p, "chrf": p}} of named[1] against named[0] (the baseline)."""
+def _pvalues(named, references, target_lang, tokenize, known=None):
+    """{test: {"bleu": p, "chrf": p}} of named[1] against named[0] (the baseline); from `known`
+    (_PValues) when it has them."""
+    if known is not None:
+        return known.get([named, references, target_lang, tokenize],
+                         lambda: _pvalues(named, references, target_lang, tokenize))
     out = {}
     for test, kind in TESTS.items():
         metrics = {"BLEU": bleu.metric(target_lang=target_lang, tokenize=tokenize),
@@ -127,8 +161,8 @@ def _pvalues(named, references, target_lang, tokenize):
     return out
 
 
-def significance(root, split, baseline, system, seeds, target_lang, tokenize):
-    """Per seed and pooled over the seeds both systems completed."""
+def significance(root, split, baseline, system, seeds, target_lang, tokenize, known=None):
+    """Per seed and pooled over the seeds both systems completed (`known`: _pvalues)."""
     references = runs_lib.read_lines(runs_lib.data_path(root, split, "ref"))
     per_seed, pooled_base, pooled_system, identical = {}, [], [], []
     for seed in seeds:
@@ -137,11 +171,11 @@ def significance(root, split, baseline, system, seeds, target_lang, tokenize):
         if base == hyps:  # p = 1 then says "the same translations", not a finding
             identical.append(seed)
         per_seed[str(seed)] = _pvalues([("baseline", base), ("system", hyps)], references,
-                                       target_lang, tokenize)
+                                       target_lang, tokenize, known)
         pooled_base += base
         pooled_system += hyps
     pooled = _pvalues([("baseline", pooled_base), ("system", pooled_system)],
-                      references * len(seeds), target_lang, tokenize) if seeds else None
+                      references * len(seeds), target_lang, tokenize, known) if seeds else None
     return {"pooled": pooled, "per_seed": per_seed, "identical_outputs": identical}
 
 
@@ -162,7 +196,7 @@ def _target_lang(runs, default):
     return default
 
 
-def _results(root, spec, by_run, target_lang):
+def _results(root, spec, by_run, target_lang, known):
     """{split: {system: row}}: means over the seeds a system completed, and p-values against the
     baseline. by_run: {(system, seed): (run, its entry)}, the entry holding "tests" if scored."""
     names = [name for name, _ in spec["systems"]]
@@ -192,7 +226,8 @@ def _results(root, spec, by_run, target_lang):
                 paired = [seed for seed, _ in done if seed in base_seeds]
                 row["significance"] = significance(
                     root, split, {s: by_run[(baseline, s)][0] for s in paired},
-                    {s: by_run[(name, s)][0] for s in paired}, paired, target_lang, spec["tokenize"]) if paired else None
+                    {s: by_run[(name, s)][0] for s in paired}, paired, target_lang, spec["tokenize"],
+                    known) if paired else None
             # The decode speed-up over the baseline, as the CTC paper tables it.
             base_speed = results[split].get(baseline, row)["sentences_per_second_mean"]
             row["decode_speedup"] = (row["sentences_per_second_mean"] / base_speed
@@ -211,7 +246,8 @@ def build(root, spec):
     baseline = spec["systems"][0][0]
     target_lang = _target_lang(runs, spec["target_lang"])
     splits = spec["test_splits"]
-    results = _results(root, spec, by_run, target_lang)
+    known = _PValues(root)
+    results = _results(root, spec, by_run, target_lang, known)
     signatures = {}
     for entry in entries:
         for split, test in entry.get("tests", {}).items():
@@ -234,7 +270,8 @@ def build(root, spec):
                           dict(entry, tests=entry["averaged"]["tests"]) if "averaged" in entry
                           else {})
                     for key, (run, entry) in by_run.items()}
-        report["averaged_results"] = _results(root, spec, averaged, target_lang)
+        report["averaged_results"] = _results(root, spec, averaged, target_lang, known)
+    known.save()
     return report
 
 
