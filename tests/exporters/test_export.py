@@ -13,6 +13,7 @@ from conftest import run_cli
 from tfnmt import model_dir
 from tfnmt.decoding.options import DecodingOptions
 from tfnmt.decoding.translator import Translator
+from tfnmt.errors import ConfigError
 from tfnmt.training import checkpoints
 from tfnmt.exporters import saved_model
 
@@ -50,15 +51,18 @@ def test_the_export_says_how_tf_serving_serves_it_as_tfnmt_would(trained_model, 
 @pytest.mark.slow
 def test_an_export_traces_each_signatures_search_once(trained_model, tmp_path, monkeypatch):
     # Saving the translator's own tf.function traced it a second time, outside the stored
-    # derivations, into a graph no signature used: 1.6 s more per export, 17% more graph.
+    # derivations, into a graph no signature used: 1.6 s more per export, 17% more graph. And
+    # the search function, which made the derived weights' variables in its first trace, was
+    # traced again (tf.function's rule for a function that creates variables).
     traces = []
-    translate = Translator._translate
-    monkeypatch.setattr(Translator, "_translate",
-                        lambda self, *args: traces.append(1) or translate(self, *args))
+    for method in ("_translate", "_search"):
+        monkeypatch.setattr(Translator, method, lambda self, *args, run=getattr(
+            Translator, method), name=method: traces.append(name) or run(self, *args))
     assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
                    "--export_name=t") == 0
     info = saved_model.read_export_info(str(tmp_path / "t" / "1"))
-    assert list(info["signatures"]) == ["serving_default"] and len(traces) == 1
+    assert list(info["signatures"]) == ["serving_default"]
+    assert traces == ["_translate", "_search"]
 
 
 @pytest.mark.slow
@@ -314,3 +318,13 @@ def test_min_decode_length_leaves_no_translation_empty(trained_model, corpus, tm
                    *beam, "--export_name=m") == 0
     capsys.readouterr()
     assert translate(f"--saved_model={tmp_path / 'm' / '1'}")[0] == lines
+
+
+@pytest.mark.slow
+def test_a_signature_the_export_lacks_is_refused_from_its_record_without_loading_it(
+        exported, monkeypatch):
+    _, path = exported
+    monkeypatch.setattr(saved_model, "_load", lambda path: pytest.fail("loaded the SavedModel"))
+    with pytest.raises(ConfigError) as refused:
+        saved_model.SavedModelTranslator(path, signature="beam")
+    assert str(refused.value) == f"{path} has no signature 'beam'; it has n_best, serving_default"

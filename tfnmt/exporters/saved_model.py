@@ -47,6 +47,7 @@ def export(translator, export_dir, name, version=0, config=None, score=False, pr
     # translator, whose weights may still change, must never be traced under.
     translator = translator.with_options(translator.options)
     with stored_derivations() as derived_weights:
+        _derive(translator.model)
         # Before any directory is made: a signature the model cannot have is refused with
         # nothing left behind.
         functions = signatures(translator, score=score, prefix=prefix)
@@ -65,6 +66,13 @@ def export(translator, export_dir, name, version=0, config=None, score=False, pr
                               + ", ".join(sorted(disallowed)))
 
     return write_version(export_dir, name, version, write)
+
+
+def _derive(model):
+    """Makes the variables of what decoding derives from `model`'s weights (decoding/shared.py)
+    before the signatures are traced: tf.function traces a function that made variables in its
+    first trace a second time, and the search is an export's costliest trace."""
+    model.decoding_memory(model.encode(tf.constant([[4, 3]], tf.int32), training=False))
 
 
 def signatures(translator, score=False, prefix=False):
@@ -159,10 +167,12 @@ class SavedModelTranslator(Backend):
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
         if not os.path.isfile(os.path.join(path, "saved_model.pb")):
             raise ConfigError(f"no SavedModel in {path} (expected DIR/NAME/VERSION/saved_model.pb)")
-        self.module = module or _load(path)
-        if signature not in self.module.signatures:
-            raise ConfigError(f"{path} has no signature {signature!r}; it has "
-                              f"{', '.join(sorted(self.module.signatures))}")
+        # Refused from the export's record before a load that takes seconds where it has one.
+        recorded = read_export_info(path).get("signatures") if module is None else None
+        self.module = module or (None if recorded and signature not in recorded else _load(path))
+        names = sorted(recorded if self.module is None else self.module.signatures)
+        if signature not in names:
+            raise ConfigError(f"{path} has no signature {signature!r}; it has {', '.join(names)}")
         self.path = path
         self.signature_name = signature
         self.signature = self.module.signatures[signature]
