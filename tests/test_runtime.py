@@ -85,20 +85,6 @@ def test_the_command_sets_it_before_tensorflow_loads():
     assert "TENSORFLOW=False" in done.stdout, done.stdout + done.stderr
 
 
-@pytest.mark.slow
-def test_a_verb_loads_tensorflow_without_the_notebook_modules_and_can_import_them_later():
-    # Keras imports IPython and matplotlib.pyplot with TensorFlow where they are installed
-    # (matplotlib is tfnmt's own dependency): 1.5 s of every command's start.
-    code = ("import atexit, sys; atexit.register(lambda: print('LOADED=' + ','.join("
-            "sorted(m for m in runtime.NOTEBOOK_MODULES if m in sys.modules)) + ' PLOT=' + "
-            "__import__('matplotlib.pyplot').__name__)); from tfnmt import runtime; "
-            f"{_TRANSLATE}; from tfnmt.cli.main import run; run()")
-    done = subprocess.run([sys.executable, "-c", "import sys; " + code], capture_output=True,
-                          text=True, timeout=120)
-    assert "tfnmt translate: error:" in done.stderr, done.stderr[-2000:]
-    assert done.stdout.splitlines() == ["LOADED= PLOT=matplotlib"], done.stdout + done.stderr
-
-
 # A child process that reports TensorFlow's threads per op as the process ends (0: TensorFlow's
 # default, one per core, or what TF_NUM_INTRAOP_THREADS says).
 _THREADS = ("import atexit; atexit.register(lambda: print('THREADS=%d' % __import__('tensorflow')"
@@ -106,22 +92,35 @@ _THREADS = ("import atexit; atexit.register(lambda: print('THREADS=%d' % __impor
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variable", [None, "2"])
-def test_a_decoding_verb_runs_one_thread_per_op_unless_the_user_set_threads(variable):
+def test_a_verb_keeps_the_threads_a_user_set_and_loads_tensorflow_without_the_notebook_modules():
+    """Two checks of one child process, a decoding verb failing on a model directory that does
+    not exist (each was a child of its own): with TF_NUM_INTRAOP_THREADS set, TensorFlow keeps
+    it (without it, one thread per op: the command's child of
+    test_tfnmts_functions_are_traced_as_written_by_the_command_and_the_api below); and TensorFlow
+    loads without the notebook modules, which stay importable: Keras imports IPython and
+    matplotlib.pyplot with TensorFlow where they are installed (matplotlib is tfnmt's own
+    dependency), 1.5 s of every command's start."""
     import os
-    env = {k: v for k, v in os.environ.items() if k != "TF_NUM_INTRAOP_THREADS"}
-    if variable:
-        env["TF_NUM_INTRAOP_THREADS"] = variable
-    done = subprocess.run([sys.executable, "-c", f"import sys; {_THREADS}{_TRANSLATE}; "
-                                                 "from tfnmt.cli.main import run; run()"],
-                          capture_output=True, text=True, env=env, timeout=120)
-    threads = [line for line in done.stdout.splitlines() if line.startswith("THREADS=")]
-    assert threads == [f"THREADS={0 if variable else 1}"], done.stderr[-2000:]
+    code = ("import atexit, sys; atexit.register(lambda: print('LOADED=' + ','.join("
+            "sorted(m for m in runtime.NOTEBOOK_MODULES if m in sys.modules)) + ' PLOT=' + "
+            "__import__('matplotlib.pyplot').__name__)); from tfnmt import runtime; "
+            f"{_THREADS}{_TRANSLATE}; from tfnmt.cli.main import run; run()")
+    env = dict(os.environ, TF_NUM_INTRAOP_THREADS="2")
+    done = subprocess.run([sys.executable, "-c", "import sys; " + code], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert "tfnmt translate: error:" in done.stderr, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("THREADS=")] == ["THREADS=0"], \
+        done.stdout + done.stderr[-2000:]
+    assert [line for line in lines if line.startswith("LOADED=")] == ["LOADED= PLOT=matplotlib"], \
+        done.stdout + done.stderr
+    assert len(lines) == 2, lines
 
 
 def test_every_decoding_entry_point_and_no_other_asks_for_one_thread_per_op(monkeypatch):
-    # What one_thread_per_op does in a process is the test above; which entry points ask for it
-    # is checked here, in this process (each asks before its bad path fails it).
+    # What one_thread_per_op does in a process is checked in child processes (the tests above and
+    # below); which entry points ask for it is checked here, in this process (each asks before
+    # its bad path fails it).
     import tfnmt
     from conftest import run_cli
     from tfnmt.errors import UserError
@@ -176,9 +175,12 @@ _CONVERSIONS = (
 @pytest.mark.slow
 @pytest.mark.parametrize("entry", ["command", "api"])
 def test_tfnmts_functions_are_traced_as_written_by_the_command_and_the_api(entry, trained_model):
+    """And the command, a decoding verb, without TF_NUM_INTRAOP_THREADS runs one thread per op
+    (its own child process before, translating from a model directory that does not exist)."""
     import os
     translate = {
-        "command": (f"sys.argv = ['tfnmt', 'translate', '--model_dir={trained_model}']; "
+        "command": (f"{_THREADS}"
+                    f"sys.argv = ['tfnmt', 'translate', '--model_dir={trained_model}']; "
                     "from tfnmt.cli.main import run; run()"),
         "api": (f"import tfnmt; print(tfnmt.Translator.from_model_dir('{trained_model}')"
                 ".translate(['the red dog'])[0].text)")}[entry]
@@ -186,6 +188,12 @@ def test_tfnmts_functions_are_traced_as_written_by_the_command_and_the_api(entry
     done = subprocess.run([sys.executable, "-c", _CONVERSIONS + translate], input="the red dog\n",
                           capture_output=True, text=True, env=env, timeout=300)
     lines = done.stdout.splitlines()
-    assert done.returncode == 0 and len(lines) == 2 and lines[0].strip(), done.stderr[-2000:]
-    converted = set(lines[1][len("CONVERTED="):].split(",")) - {""}
+    reports = {"command": 3, "api": 2}[entry]  # the translation and the atexit lines
+    assert done.returncode == 0 and len(lines) == reports and lines[0].strip(), \
+        done.stdout + done.stderr[-2000:]
+    converted = [line for line in lines if line.startswith("CONVERTED=")]
+    assert len(converted) == 1, lines
+    converted = set(converted[0][len("CONVERTED="):].split(",")) - {""}
     assert not {m for m in converted if m.split(".")[0] in runtime.AS_WRITTEN}, converted
+    if entry == "command":
+        assert [line for line in lines if line.startswith("THREADS=")] == ["THREADS=1"], lines
