@@ -31,6 +31,19 @@ def files(tmp_path_factory):
     return str(source), str(prefixes)
 
 
+@pytest.fixture(scope="module")
+def greedy(trained_model):
+    """The Python API's greedy translations (what --beam_size=1 must write) of the lines the
+    tests below give the command: one Translator, loaded and traced once for them all."""
+    translator, known = Translator.from_model_dir(trained_model, beam_size=1), {}
+
+    def translate(sentences):
+        if tuple(sentences) not in known:
+            known[tuple(sentences)] = [t.text for t in translator.translate(sentences)]
+        return known[tuple(sentences)]
+    return translate
+
+
 @pytest.mark.slow
 def test_each_line_continues_its_prefix_as_the_api_does(trained_model, files, tmp_path):
     source, prefixes = files
@@ -60,7 +73,7 @@ def test_what_a_prefix_cannot_go_with_is_one_line(trained_model, files, tmp_path
 
 
 @pytest.mark.slow
-def test_interactive_answers_each_line_before_the_next_is_written(trained_model):
+def test_interactive_answers_each_line_before_the_next_is_written(trained_model, greedy):
     """Through two pipes, as a program converses with it: the second line is written only once
     the first one's answer has been read."""
     process = subprocess.Popen(
@@ -72,11 +85,11 @@ def test_interactive_answers_each_line_before_the_next_is_written(trained_model)
                               daemon=True)
     reader.start()
     try:
-        expected = Translator.from_model_dir(trained_model, beam_size=1).translate(SOURCES[:2])
+        expected = greedy(SOURCES[:2])
         for sentence, translation in zip(SOURCES[:2], expected):
             process.stdin.write(sentence.encode() + b"\n")
             process.stdin.flush()
-            assert answers.get(timeout=120).decode().rstrip("\n") == translation.text
+            assert answers.get(timeout=120).decode().rstrip("\n") == translation
         process.stdin.close()
         assert process.wait(timeout=60) == 0
     finally:
@@ -93,16 +106,14 @@ class _Terminal(io.TextIOWrapper):
 @pytest.mark.slow
 @pytest.mark.parametrize("flags,answering", [([], True), (["--nointeractive"], False)])
 def test_a_terminal_on_stdin_answers_line_by_line_unless_told_not_to(
-        trained_model, monkeypatch, capsys, flags, answering):
+        trained_model, greedy, monkeypatch, capsys, flags, answering):
     from tfnmt.cli import translate
     calls = []
     answer = translate._answer
     monkeypatch.setattr(translate, "_answer", lambda *a: calls.append(a) or answer(*a))
     monkeypatch.setattr(sys, "stdin", _Terminal(io.BytesIO(b"a cat\nbig house\n")))
     assert run_cli("translate", f"--model_dir={trained_model}", "--beam_size=1", *flags) == 0
-    expected = Translator.from_model_dir(trained_model, beam_size=1).translate(
-        ["a cat", "big house"])
-    assert capsys.readouterr().out == "".join(f"{t.text}\n" for t in expected)
+    assert capsys.readouterr().out == "".join(f"{t}\n" for t in greedy(["a cat", "big house"]))
     assert bool(calls) == answering
 
 
