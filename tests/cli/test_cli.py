@@ -66,26 +66,20 @@ def test_offline_multi30k_says_how_to_use_a_local_copy(tmp_path, monkeypatch, ca
 
 
 @pytest.mark.slow
-def test_translate_keeps_empty_and_invalid_lines_aligned(trained_model, tmp_path, caplog):
+def test_translate_keeps_empty_and_invalid_lines_aligned_and_warns_about_over_long_input(
+        trained_model, tmp_path, caplog):
+    # (One translation: the over-long line was a test of its own, which translated again.)
     source = tmp_path / "in.txt"
-    source.write_bytes(b"the red dog\n\nbad \xff byte cat\n   \nthe dog\n")
+    source.write_bytes(b"the red dog\n\nbad \xff byte cat\n   \nthe dog\n" + b"the dog " * 40 + b"\n")
     out = tmp_path / "out.txt"
     assert run_cli("translate", f"--model_dir={trained_model}", f"--input={source}",
-                   f"--output={out}", "--beam_size=2") == 0
+                   f"--output={out}", "--beam_size=2", "--max_input_length=16") == 0
     lines = out.read_text(encoding="utf-8").split("\n")
-    assert len(lines) == 6 and lines[-1] == ""
+    assert len(lines) == 7 and lines[-1] == ""
     assert lines[1] == "" and lines[3] == ""
-    assert lines[0] and lines[2] and lines[4]
+    assert lines[0] and lines[2] and lines[4] and lines[5]
     assert f"{source}:2: empty line" in caplog.text
     assert f"{source}:3: not valid UTF-8" in caplog.text
-
-
-@pytest.mark.slow
-def test_translate_warns_about_over_long_input(trained_model, tmp_path, caplog):
-    source = tmp_path / "in.txt"
-    source.write_text("the dog " * 40 + "\n")
-    assert run_cli("translate", f"--model_dir={trained_model}", f"--input={source}",
-                   f"--output={tmp_path / 'o'}", "--max_input_length=16") == 0
     assert "only the first 16 are translated" in caplog.text
 
 
@@ -141,17 +135,8 @@ def test_a_hybrid_sets_a_recurrent_state_and_a_residual_layer_width_apart(tmp_pa
 
 
 @pytest.mark.slow
-def test_evaluate_prints_bleu_chrf_and_signatures(trained_model, capsys):
-    assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=10",
-                   "--beam_size=2") == 0
-    out = capsys.readouterr().out
-    assert "BLEU" in out and "chrF" in out
-    assert "case:mixed|eff:no|tok:13a" in out
-
-
-@pytest.mark.slow
 def test_bench_reports_translation_speed(trained_model, corpus, capsys):
-    # (bench --bench=train: test_bench_train_times_the_step_train_runs)
+    # (bench --bench=train: tests/bench/test_train.py)
     import json
     assert run_cli("bench", "--bench=translate", f"--model_dir={trained_model}",
                    "--bench_sentences=8", "--bench_latency_sentences=2", "--beam_size=2") == 0
@@ -279,15 +264,21 @@ def test_stdin_is_named_the_same_in_every_warning(trained_model, monkeypatch, ca
 
 @pytest.mark.slow
 @pytest.mark.parametrize("terminal", [True, False])
-def test_evaluate_shows_progress_on_a_terminal(trained_model, terminal, monkeypatch, capsys):
+def test_evaluate_prints_bleu_chrf_and_signatures_and_shows_progress_on_a_terminal(
+        trained_model, terminal, monkeypatch, capsys):
+    # (What it prints was a test of its own, which evaluated again.)
     from tfnmt import progress
     from tfnmt.cli import console
     monkeypatch.setattr(console, "_stderr_is_terminal", terminal)
     # However slow a loaded machine makes it, the job is shorter than EVERY (once 38 s of 30).
     monkeypatch.setattr(progress, "EVERY", float("inf"))
-    assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=10") == 0
+    assert run_cli("evaluate", f"--model_dir={trained_model}", "--test_limit=10",
+                   "--beam_size=2") == 0
+    captured = capsys.readouterr()
+    assert "BLEU" in captured.out and "chrF" in captured.out
+    assert "case:mixed|eff:no|tok:13a" in captured.out
     # Elsewhere a job shorter than progress.EVERY prints no progress line.
-    assert ("10/10" in capsys.readouterr().err) == terminal
+    assert ("10/10" in captured.err) == terminal
 
 
 @pytest.mark.slow
@@ -392,38 +383,3 @@ def test_other_libraries_info_and_known_warnings_are_detail():
     for shown in (record(tfds, logging.WARNING, "dataset is deprecated"),
                   record(ours.replace("x.py", "cli/x.py"), logging.INFO, "step 10  loss 2.0")):
         assert default.filter(shown)
-
-
-@pytest.mark.slow
-def test_bench_train_times_the_step_train_runs(trained_model, capsys, monkeypatch):
-    """`train` itself (same optimizer settings, accumulation, stream), in a directory of its own:
-    the model directory it reads is left as it was."""
-    import json
-
-    from tfnmt.training import trainer
-    from tfnmt.training.optimizers import clip_threshold
-    built, trained_in = [], []
-    real, real_train = trainer.compiled_model, trainer.train
-    monkeypatch.setattr(trainer, "compiled_model", lambda *a: built.append(real(*a)) or built[-1])
-    monkeypatch.setattr(trainer, "train",
-                        lambda model_dir, *a, **k: trained_in.append(model_dir) or real_train(
-                            model_dir, *a, **k))
-    before = sorted(os.listdir(trained_model))
-    assert run_cli("bench", "--bench=train", f"--model_dir={trained_model}", "--bench_steps=2",
-                   "--batch_tokens=256", "--max_source_length=20", "--max_target_length=20",
-                   "--optimizer=nag", "--learning_rate=0.1", "--momentum=0.5", "--clip_norm=0.25",
-                   "--accumulate_steps=2") == 0
-    optimizer = built[0].optimizer
-    assert optimizer.momentum == 0.5 and optimizer.nesterov
-    assert clip_threshold(optimizer).numpy() == 0.25
-    assert int(optimizer.iterations.numpy()) == 2 + 5  # optimizer steps, each of 2 batches
-    assert trained_in and trained_in[0] != trained_model and not os.path.exists(trained_in[0])
-    assert sorted(os.listdir(trained_model)) == before
-    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert result["steps"] == 2 and result["target_tokens_per_second"] > 0
-    assert 100 < result["peak_rss_mb"] < 64 * 1024
-    assert result["model_gflop_per_step"] > 0 and 0 < result["roofline_share"]
-    assert 0 <= result["padding_share"] < 1 and 0 <= result["kernel_cpu_share"] < 1
-    assert result["machine_matmul_gflop_per_second"]["float32"] > 0
-
-
