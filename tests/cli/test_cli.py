@@ -70,7 +70,8 @@ def test_translate_keeps_empty_and_invalid_lines_aligned_and_warns_about_over_lo
         trained_model, tmp_path, caplog):
     # (One translation: the over-long line was a test of its own, which translated again.)
     source = tmp_path / "in.txt"
-    source.write_bytes(b"the red dog\n\nbad \xff byte cat\n   \nthe dog\n" + b"the dog " * 40 + b"\n")
+    source.write_bytes(b"the red dog\n\nbad \xff byte cat\n   \nthe dog\n"
+                       + b"the dog " * 40 + b"\n")
     out = tmp_path / "out.txt"
     assert run_cli("translate", f"--model_dir={trained_model}", f"--input={source}",
                    f"--output={out}", "--beam_size=2", "--max_input_length=16") == 0
