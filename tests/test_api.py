@@ -61,6 +61,12 @@ def export_dir(trained_model, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def exported(export_dir):
+    """`tiny` opened once for the tests that read it (each opening loads the SavedModel)."""
+    return Translator.from_export(os.path.join(export_dir, "tiny", "1"))
+
+
+@pytest.fixture(scope="module")
 def served(export_dir, tmp_path_factory):
     """The URL of `tfnmt serve` serving export_dir's models."""
     log = tmp_path_factory.mktemp("serve") / "serve.log"
@@ -174,8 +180,7 @@ def test_alignments_from_a_checkpoint_as_the_cli_gives_them(checkpoint):
 
 
 @pytest.mark.slow
-def test_an_export_translates_as_its_model_directory(checkpoint, export_dir):
-    exported = Translator.from_export(os.path.join(export_dir, "tiny", "1"))
+def test_an_export_translates_as_its_model_directory(checkpoint, exported):
     for n_best in (1, 3):
         mine = checkpoint.translate(SOURCES, n_best=n_best)
         theirs = exported.translate(SOURCES, n_best=n_best)
@@ -188,7 +193,7 @@ def test_an_export_translates_as_its_model_directory(checkpoint, export_dir):
 
 @pytest.mark.slow
 def test_target_prefixes_are_kept_and_an_export_continues_them_as_its_model_directory(
-        checkpoint, export_dir):
+        checkpoint, exported):
     mine = checkpoint.translate(SOURCES, target_prefix=PREFIXES, batch_size=4)
     texts, scores = _texts_and_scores(mine)
     assert all(text.startswith(prefix) for text, prefix in zip(texts, PREFIXES))
@@ -199,7 +204,6 @@ def test_target_prefixes_are_kept_and_an_export_continues_them_as_its_model_dire
     given = [i for i, source in enumerate(SOURCES) if source]
     scored = checkpoint.score([SOURCES[i] for i in given], [texts[i] for i in given])
     assert [s.normalized for s in scored] == pytest.approx([scores[i] for i in given], abs=1e-4)
-    exported = Translator.from_export(os.path.join(export_dir, "tiny", "1"))
     theirs = _texts_and_scores(exported.translate(SOURCES, target_prefix=PREFIXES))
     assert theirs[0] == texts
     assert theirs[1] == pytest.approx(scores, abs=1e-4)
@@ -210,8 +214,7 @@ def test_target_prefixes_are_kept_and_an_export_continues_them_as_its_model_dire
 
 
 @pytest.mark.slow
-def test_what_an_export_cannot_do_is_one_clear_error(export_dir):
-    exported = Translator.from_export(os.path.join(export_dir, "tiny", "1"))
+def test_what_an_export_cannot_do_is_one_clear_error(exported):
     with pytest.raises(UnsupportedError, match="no `alignments` signature; export it with"):
         exported.translate(["a cat"], alignments=True)
     with pytest.raises(UnsupportedError, match="keeps 3 hypotheses per sentence"):
