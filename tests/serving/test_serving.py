@@ -68,10 +68,18 @@ def _post(url, body, content_type="application/json"):
                          timeout=120)
 
 
+# {(model directory, beam size): its Translator}: made once, so that each search is traced once
+# in this file, not once per comparison (the translations are the same either way).
+_TRANSLATORS = {}
+
+
 def _in_process(trained_model, beam_size, sentences, prefixes=None):
-    _, model, source_vocab, target_vocab = model_dir_lib.load(trained_model)
-    checkpoints.restore_model(model, checkpoints.resolve(trained_model))
-    translator = Translator(model, source_vocab, target_vocab, DecodingOptions(beam_size=beam_size))
+    if (trained_model, beam_size) not in _TRANSLATORS:
+        _, model, source_vocab, target_vocab = model_dir_lib.load(trained_model)
+        checkpoints.restore_model(model, checkpoints.resolve(trained_model))
+        _TRANSLATORS[trained_model, beam_size] = Translator(
+            model, source_vocab, target_vocab, DecodingOptions(beam_size=beam_size))
+    translator = _TRANSLATORS[trained_model, beam_size]
     out = (translator.translate(tf.constant(sentences)) if prefixes is None else
            translator.prefix_signature(tf.constant(sentences), tf.constant(prefixes)))
     return [t.decode() for t in out["translations"].numpy()], out["scores"].numpy()
