@@ -103,6 +103,17 @@ def _members_and_ensemble(dirs, **decoding):
     return members, ensemble
 
 
+# The greedy test's decoding. The step test reads only the models (their steps do not depend on
+# the search's options), so both share one set of members and ensemble.
+GREEDY = dict(beam_size=1, length_penalty=0.0, min_decode_length=0, max_decode_length=8)
+
+
+@pytest.fixture(scope="module")
+def greedy_members(dirs):
+    """(the members a and b, their ensemble), each loaded from its checkpoint once."""
+    return _members_and_ensemble(dirs, **GREEDY)
+
+
 def _start(model, source):
     memory, shared = split_shared(model.decoding_memory(model.encode(source)))
     return model.initial_state(with_shared(memory, shared)), with_shared(memory, shared)
@@ -114,8 +125,8 @@ def _step_log_probs(model, last, time, state, memory):
 
 
 @pytest.mark.slow
-def test_the_ensembles_step_is_the_mean_of_its_members_step_log_probabilities(dirs):
-    members, ensemble = _members_and_ensemble(dirs)
+def test_the_ensembles_step_is_the_mean_of_its_members_step_log_probabilities(greedy_members):
+    members, ensemble = greedy_members
     source, _ = ensemble.tokenize(tf.constant(SOURCES[:3]))
     # Teacher-forced through a few tokens, every row the same ones.
     tokens = [BOS_ID, 7, 12, 9, 20]
@@ -158,9 +169,8 @@ def _hand_rolled_greedy(members, source, limit):
 
 
 @pytest.mark.slow
-def test_a_greedy_ensemble_follows_the_argmax_of_the_averaged_log_probabilities(dirs):
-    decoding = dict(beam_size=1, length_penalty=0.0, min_decode_length=0, max_decode_length=8)
-    members, ensemble = _members_and_ensemble(dirs, **decoding)
+def test_a_greedy_ensemble_follows_the_argmax_of_the_averaged_log_probabilities(greedy_members):
+    members, ensemble = greedy_members
     for sentence in SOURCES[:2]:
         source, lengths = ensemble.tokenize(tf.constant([sentence]))
         o = ensemble.options
