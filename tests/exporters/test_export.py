@@ -29,27 +29,16 @@ def exported(trained_model, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_export_says_how_tf_serving_serves_it_as_tfnmt_would(trained_model, tmp_path,
-                                                                  caplog):
+def test_a_new_version_traces_each_signatures_search_once_and_says_how_tf_serving_serves_it(
+        trained_model, exported, monkeypatch, caplog):
+    """A second export of `tiny` (default decoding): version 2 beside 1 with no staging left
+    over; it traced its one signature's search once; and it logged the TF Serving command that
+    serves it as tfnmt would. (One export checks all three: each took one of its own.)"""
     import logging
 
-    import tensorflow as tf
-
     from tfnmt.cli.export import tf_serving_command
-    with caplog.at_level(logging.INFO):
-        assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
-                       "--export_name=t") == 0
-    base, version = tmp_path / "t", tf.__version__.split("-")[0]
-    expected = (f"docker run --rm -p 8501:8501 -v {base}:/models/t -e MODEL_NAME=t "
-                f"-e TF_CPU_ALLOCATOR_USE_BFC=true tensorflow/serving:{version} "
-                "--tensorflow_intra_op_parallelism=1")
-    assert f"(one thread per op: for up to 4 cores): {expected}" in caplog.text
-    assert tf_serving_command(str(base / "1"), "t", xla=True) == (
-        expected + " --xla_cpu_compilation_enabled=true")
-
-
-@pytest.mark.slow
-def test_an_export_traces_each_signatures_search_once(trained_model, tmp_path, monkeypatch):
+    base, path = exported
+    assert os.path.isfile(os.path.join(path, "saved_model.pb"))
     # Saving the translator's own tf.function traced it a second time, outside the stored
     # derivations, into a graph no signature used: 1.6 s more per export, 17% more graph. And
     # the search function, which made the derived weights' variables in its first trace, was
@@ -58,20 +47,20 @@ def test_an_export_traces_each_signatures_search_once(trained_model, tmp_path, m
     for method in ("_translate", "_search"):
         monkeypatch.setattr(Translator, method, lambda self, *args, run=getattr(
             Translator, method), name=method: traces.append(name) or run(self, *args))
-    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={tmp_path}",
-                   "--export_name=t") == 0
-    info = saved_model.read_export_info(str(tmp_path / "t" / "1"))
+    with caplog.at_level(logging.INFO):
+        assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
+                       "--export_name=tiny") == 0
+    assert sorted(os.listdir(os.path.join(base, "tiny"))) == ["1", "2"]  # no staging left over
+    info = saved_model.read_export_info(os.path.join(base, "tiny", "2"))
     assert list(info["signatures"]) == ["serving_default"]
     assert traces == ["_translate", "_search"]
-
-
-@pytest.mark.slow
-def test_layout_and_versions(trained_model, exported):
-    base, path = exported
-    assert os.path.isfile(os.path.join(path, "saved_model.pb"))
-    assert run_cli("export", f"--model_dir={trained_model}", f"--export_dir={base}",
-                   "--export_name=tiny") == 0
-    assert sorted(os.listdir(os.path.join(base, "tiny"))) == ["1", "2"]  # no staging left over
+    tiny, version = os.path.join(base, "tiny"), tf.__version__.split("-")[0]
+    expected = (f"docker run --rm -p 8501:8501 -v {tiny}:/models/tiny -e MODEL_NAME=tiny "
+                f"-e TF_CPU_ALLOCATOR_USE_BFC=true tensorflow/serving:{version} "
+                "--tensorflow_intra_op_parallelism=1")
+    assert f"(one thread per op: for up to 4 cores): {expected}" in caplog.text
+    assert tf_serving_command(os.path.join(tiny, "2"), "tiny", xla=True) == (
+        expected + " --xla_cpu_compilation_enabled=true")
 
 
 def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
