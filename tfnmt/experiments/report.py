@@ -49,10 +49,12 @@ class _PValues:
             self.found = {}
         self.used = {}
 
-    def get(self, inputs, compute):
-        key = hashlib.sha256(json.dumps([inputs, TESTS, sacrebleu.__version__]).encode()).hexdigest()
+    def pvalues(self, named, references, target_lang, tokenize):
+        """_pvalues(...), computed only for inputs the file does not have."""
+        inputs = [named, references, target_lang, tokenize, TESTS, sacrebleu.__version__]
+        key = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
         if key not in self.found:
-            self.found[key] = compute()
+            self.found[key] = _pvalues(named, references, target_lang, tokenize)
         self.used[key] = self.found[key]
         return self.used[key]
 
@@ -144,12 +146,8 @@ def collect(run, budget, splits, average=0):
     return entry
 
 
-def _pvalues(named, references, target_lang, tokenize, known=None):
-    """{test: {"bleu": p, "chrf": p}} of named[1] against named[0] (the baseline); from `known`
-    (_PValues) when it has them."""
-    if known is not None:
-        return known.get([named, references, target_lang, tokenize],
-                         lambda: _pvalues(named, references, target_lang, tokenize))
+def _pvalues(named, references, target_lang, tokenize):
+    """{test: {"bleu": p, "chrf": p}} of named[1] against named[0] (the baseline)."""
     out = {}
     for test, kind in TESTS.items():
         metrics = {"BLEU": bleu.metric(target_lang=target_lang, tokenize=tokenize),
@@ -161,8 +159,9 @@ def _pvalues(named, references, target_lang, tokenize, known=None):
     return out
 
 
-def significance(root, split, baseline, system, seeds, target_lang, tokenize, known=None):
-    """Per seed and pooled over the seeds both systems completed (`known`: _pvalues)."""
+def significance(root, split, baseline, system, seeds, target_lang, tokenize, known):
+    """Per seed and pooled over the seeds both systems completed (p-values through `known`, a
+    _PValues)."""
     references = runs_lib.read_lines(runs_lib.data_path(root, split, "ref"))
     per_seed, pooled_base, pooled_system, identical = {}, [], [], []
     for seed in seeds:
@@ -170,12 +169,12 @@ def significance(root, split, baseline, system, seeds, target_lang, tokenize, kn
         hyps = runs_lib.read_lines(runs_lib.hypotheses_path(system[seed], split))
         if base == hyps:  # p = 1 then says "the same translations", not a finding
             identical.append(seed)
-        per_seed[str(seed)] = _pvalues([("baseline", base), ("system", hyps)], references,
-                                       target_lang, tokenize, known)
+        per_seed[str(seed)] = known.pvalues([("baseline", base), ("system", hyps)], references,
+                                            target_lang, tokenize)
         pooled_base += base
         pooled_system += hyps
-    pooled = _pvalues([("baseline", pooled_base), ("system", pooled_system)],
-                      references * len(seeds), target_lang, tokenize, known) if seeds else None
+    pooled = known.pvalues([("baseline", pooled_base), ("system", pooled_system)],
+                           references * len(seeds), target_lang, tokenize) if seeds else None
     return {"pooled": pooled, "per_seed": per_seed, "identical_outputs": identical}
 
 
@@ -226,8 +225,8 @@ def _results(root, spec, by_run, target_lang, known):
                 paired = [seed for seed, _ in done if seed in base_seeds]
                 row["significance"] = significance(
                     root, split, {s: by_run[(baseline, s)][0] for s in paired},
-                    {s: by_run[(name, s)][0] for s in paired}, paired, target_lang, spec["tokenize"],
-                    known) if paired else None
+                    {s: by_run[(name, s)][0] for s in paired}, paired, target_lang,
+                    spec["tokenize"], known) if paired else None
             # The decode speed-up over the baseline, as the CTC paper tables it.
             base_speed = results[split].get(baseline, row)["sentences_per_second_mean"]
             row["decode_speedup"] = (row["sentences_per_second_mean"] / base_speed

@@ -167,16 +167,18 @@ class SavedModelTranslator(Backend):
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
         if not os.path.isfile(os.path.join(path, "saved_model.pb")):
             raise ConfigError(f"no SavedModel in {path} (expected DIR/NAME/VERSION/saved_model.pb)")
-        # Refused from the export's record before a load that takes seconds where it has one.
-        recorded = read_export_info(path).get("signatures") if module is None else None
-        self.module = module or (None if recorded and signature not in recorded else _load(path))
-        names = sorted(recorded if self.module is None else self.module.signatures)
+        info = read_export_info(path)
+        # Refused from the export's record, where it has one, before a load that takes seconds.
+        names = info.get("signatures") if module is None else None
+        if names is None or signature in names:
+            self.module = module or _load(path)
+            names = self.module.signatures
         if signature not in names:
-            raise ConfigError(f"{path} has no signature {signature!r}; it has {', '.join(names)}")
+            raise ConfigError(f"{path} has no signature {signature!r}; it has "
+                              f"{', '.join(sorted(names))}")
         self.path = path
         self.signature_name = signature
         self.signature = self.module.signatures[signature]
-        info = read_export_info(path)
         self.config = info.get("config") or None
         self.options = DecodingOptions.from_record(info.get("decoding"))
         self.beam_size = (info.get("signatures", {}).get(signature, {}).get("beam_size")

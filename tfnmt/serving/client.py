@@ -280,12 +280,13 @@ def load_test(client, sentences, *, clients, seconds, sentences_per_request, exp
     and latency percentiles; with `expected` ({sentence: translation}) also how many answers
     differed from it."""
     deadline = time.perf_counter() + seconds
+    hold = hold or threading.Event()
     latencies, errors, mismatches = [], [], [0]
     lock = threading.Lock()
 
     def worker(index):
         position = index * sentences_per_request
-        while time.perf_counter() < deadline or (hold is not None and hold.is_set()):
+        while time.perf_counter() < deadline or hold.is_set():
             batch = [sentences[(position + k) % len(sentences)] for k in range(sentences_per_request)]
             position += clients * sentences_per_request
             start = time.perf_counter()
