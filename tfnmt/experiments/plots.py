@@ -3,9 +3,14 @@ validation BLEU and loss against target tokens seen and against training time, o
 system, each seed a thin line and the mean over seeds bold; and test BLEU by source length (the
 averaged checkpoints dashed, in their system's colour)."""
 
+import hashlib
+import json
 import os
 
 import numpy as np
+
+# A PNG's text chunk holding what it was drawn from (`_drawn_from`) and how many lines it has.
+DRAWN_FROM, LINES = "tfnmt-drawn-from", "tfnmt-lines"
 
 
 def _pyplot():
@@ -94,21 +99,66 @@ def _length_figure(pyplot, report, split):
     return figure, drawn
 
 
-def write(root, report):
-    """Writes the PNGs into `root`; returns {file name: lines drawn (per panel)}."""
-    pyplot = _pyplot()
+def _figures(report):
+    """{file name: (draw(pyplot) -> (figure, lines drawn), the report's part it plots)}."""
+    systems = [s["name"] for s in report["systems"]]
+    curves = [(e["system"], e["validation"]) for e in report["runs"]]
     figures = {}
     for y_key, label in (("bleu", "validation BLEU"), ("loss", "validation loss")):
-        figures[f"validation_{y_key}.png"] = _validation_figure(pyplot, report, y_key, label)
+        figures[f"validation_{y_key}.png"] = (
+            lambda pyplot, y_key=y_key, label=label: _validation_figure(pyplot, report, y_key,
+                                                                        label),
+            [systems, curves, y_key])
     for split in report["test_splits"]:
         if any(row.get("length_buckets") for row in report["results"][split].values()):
-            figures[f"length_bleu_{split}.png"] = _length_figure(pyplot, report, split)
-    written = {}
-    for name, (figure, drawn) in figures.items():
+            figures[f"length_bleu_{split}.png"] = (
+                lambda pyplot, split=split: _length_figure(pyplot, report, split),
+                [report["results"][split], report.get("average_checkpoints"),
+                 report.get("average_checkpoints") and report["averaged_results"][split]])
+    return figures
+
+
+def _drawn_from(data, report):
+    """A digest of what a figure shows and of the code and matplotlib that draw it."""
+    import matplotlib
+    with open(__file__, "rb") as f:
+        code = f.read()
+    digest = hashlib.sha256(code + matplotlib.__version__.encode())
+    digest.update(json.dumps([report["experiment"], data], sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _unchanged(path, drawn_from):
+    """The lines drawn in the PNG at `path` if it was drawn from `drawn_from`, else None."""
+    from PIL import Image
+    try:
+        with Image.open(path) as image:
+            text = dict(getattr(image, "text", {}))
+    except (OSError, ValueError):
+        return None
+    if text.get(DRAWN_FROM) != drawn_from or not text.get(LINES, "").isdigit():
+        return None
+    return int(text[LINES])
+
+
+def write(root, report):
+    """Writes the PNGs into `root`; returns {file name: lines drawn (per panel)}. A PNG drawn
+    from the same data by the same code is kept: each run's report write (experiments/runs.py)
+    would otherwise redraw every figure, most of them unchanged."""
+    written, pyplot = {}, None
+    for name, (draw, data) in _figures(report).items():
         path = os.path.join(root, name)
+        drawn_from = _drawn_from(data, report)
+        kept = _unchanged(path, drawn_from)
+        if kept is not None:
+            written[name] = kept
+            continue
+        pyplot = pyplot or _pyplot()
+        figure, drawn = draw(pyplot)
         tmp = f"{path}.tmp{os.getpid()}.png"
         # No date in the file: a report rebuilt from the same runs is the same bytes.
-        figure.savefig(tmp, dpi=100, metadata={"Software": None})
+        figure.savefig(tmp, dpi=100, metadata={"Software": None, DRAWN_FROM: drawn_from,
+                                                LINES: str(drawn)})
         pyplot.close(figure)
         os.replace(tmp, path)
         written[name] = drawn
