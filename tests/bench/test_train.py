@@ -48,6 +48,17 @@ def test_a_loop_is_not_counted():
 _UNSEEN = (3, 11, 19)  # batch, source and target positions
 
 
+def test_the_counted_shapes_determine_any_quadratic(monkeypatch):
+    # As many shapes as coefficients (bench traces no more): any B x quadratic is found exactly.
+    def quadratic(s, t):
+        return 7 + 3 * s + 5 * t + 11 * s * s + 13 * t * t + 17 * s * t
+    monkeypatch.setattr(bench_train, "_graph_flops", lambda model, s, t: quadratic(s, t))
+    batch, source, target = _UNSEEN
+    assert len(bench_train._SHAPES) == 6
+    assert bench_train.step_flops(None, [(batch, source, target, 0, 0), (1, 5, 30, 0, 0)]) == \
+        pytest.approx(batch * quadratic(source, target) + quadratic(5, 30), rel=1e-9)
+
+
 @pytest.mark.slow
 def test_the_fitted_count_is_the_traced_count_at_an_unseen_shape():
     # A DenseNMT here; a Transformer's: test_bench_train_times_the_step_train_runs below, on the
@@ -65,7 +76,7 @@ def test_bench_train_times_the_step_train_runs(trained_model, capsys, monkeypatc
     """`train` itself (same optimizer settings, accumulation, stream), in a directory of its own:
     the model directory it reads is left as it was. And the Transformer it trained has the fitted
     count of the traced one at an unseen shape (a test of its own before, on a model of its
-    own: it traced the 7 shapes again), the counts it fits reused."""
+    own: it traced the shapes again), the counts it fits reused."""
     from tfnmt.training import trainer
     from tfnmt.training.optimizers import clip_threshold
     built, trained_in, counted = [], [], []
@@ -108,6 +119,6 @@ def test_bench_train_times_the_step_train_runs(trained_model, capsys, monkeypatc
     batch, source, target = _UNSEEN
     traced = real_graph_flops(model, source, target, batch)
     assert traced > 0
-    fitted = real_step_flops(model, [(batch, source, target, 0, 0)])  # the 7 counts reused
+    fitted = real_step_flops(model, [(batch, source, target, 0, 0)])  # the counts reused
     assert fitted == pytest.approx(traced, rel=1e-6)
     assert len(graph_counts) == len(bench_train._SHAPES)

@@ -8,11 +8,12 @@ weights, without validation; its steps are timed after 5 warm-up steps. Besides 
 - `model_gflop_per_step`: the matrix-product FLOPs (matmul, batched matmul, einsum,
   convolution; forward and backward) of the timed steps, per step. A model's products on a batch
   of B sentences padded to S source and T target positions are B x (a quadratic in S and T), so
-  the quadratic is fitted to the counts of the gradient graph traced (not run) at 7 shapes of one
-  sentence, and summed over the timed batches, which a fresh stream makes again in order. Models
-  whose graph holds a loop (the recurrent ones) are not counted (null).
+  the quadratic's 6 coefficients are solved from the counts of the gradient graph traced (not
+  run) at 6 shapes of one sentence, and summed over the timed batches, which a fresh stream makes
+  again in order. Models whose graph holds a loop (the recurrent ones) are not counted (null).
 - `machine_matmul_gflop_per_second`: TensorFlow's float32 product of a 2048 x 1024 by a
-  1024 x 1024 matrix on this machine, and the bfloat16 one where the CPU has it natively.
+  1024 x 1024 matrix on this machine (the best of 5 timed chains of 2), and the bfloat16 one
+  where the CPU has it natively.
 - `roofline_share`: the step's product rate over the machine's in the step's compute dtype.
 - `padding_share`: the share of padding among the timed batches' source and target positions.
 - `kernel_cpu_share`: the process's system CPU time over its user + system time in the timed
@@ -36,8 +37,18 @@ from tfnmt.training import step as training_step
 from tfnmt.training import trainer
 
 WARMUP = 5
-# One sentence of source x target positions at which the products are counted.
-_SHAPES = ((8, 8), (16, 8), (8, 16), (16, 16), (24, 8), (8, 24), (24, 24))
+# One sentence of source x target positions at which the products are counted: as many as the
+# quadratic has coefficients, and no quadratic but 0 vanishes at all of them (one that does
+# vanishes on the line t = 8, its 3 points, so it is (t - 8) x a linear form that vanishes at
+# (8, 16) and (8, 24), so on s = 8: a (s - 8)(t - 8), and at (16, 16) a = 0), so they
+# determine it exactly. A 7th, (24, 24), made it a least-squares fit of the same quadratic at
+# the cost of one more trace of the gradient graph (1.5-2 s of CPU for a tiny model).
+_SHAPES = ((8, 8), (16, 8), (8, 16), (16, 16), (24, 8), (8, 24))
+# The machine's matmul rate: the best of 5 timed chains of 2 products (after one untimed). A
+# product takes 0.1 s on 2 AVX2 cores (4.3 GFLOP at ~40 GFLOP/s; 10-20 ms on AVX-512), far above
+# a call's overhead, so these time the per-product rate of the 5 chains of 10 this ran before
+# (60 products: 5-9 s of CPU in every `bench --bench=train`, a tenth of its test's).
+_CHAIN, _TIMED_CHAINS = 2, 5
 
 
 class _Steps(keras.callbacks.Callback):
@@ -119,7 +130,7 @@ def step_flops(model, batches):
     if any(c is None for c in counts):
         return None
     design = np.array([[1, s, t, s * s, t * t, s * t] for s, t in _SHAPES], np.float64)
-    coefficients, *_ = np.linalg.lstsq(design, np.array(counts, np.float64), rcond=None)
+    coefficients = np.linalg.solve(design, np.array(counts, np.float64))
     return float(sum(b * np.dot([1, s, t, s * s, t * t, s * t], coefficients)
                      for b, s, t, _, _ in batches))
 
@@ -199,16 +210,16 @@ def machine_matmul_rates():
         a = tf.cast(tf.random.uniform([2048, 1024], -1, 1, seed=1), dtype)
         b = tf.cast(tf.random.uniform([1024, 1024], -1, 1, seed=2) / 32, dtype)
 
-        @tf.function
+        @tf.function(autograph=False)
         def chain(x, b):
-            for _ in range(10):
+            for _ in range(_CHAIN):
                 x = tf.matmul(x, b)  # each product waits for the last: none is skipped
-            return x
+            return x[:1, :1]  # the products all run; only one number comes back
         chain(a, b).numpy()
         best = float("inf")
-        for _ in range(5):  # 0.1-0.2 s each on 2 AVX-512 cores: five are plenty for a best
+        for _ in range(_TIMED_CHAINS):
             start = time.perf_counter()
             chain(a, b).numpy()
             best = min(best, time.perf_counter() - start)
-        rates[dtype] = round(2 * 2048 * 1024 * 1024 * 10 / best / 1e9, 1)
+        rates[dtype] = round(2 * 2048 * 1024 * 1024 * _CHAIN / best / 1e9, 1)
     return rates
