@@ -38,16 +38,13 @@ from tfnmt.training import trainer
 
 WARMUP = 5
 # One sentence of source x target positions at which the products are counted: as many as the
-# quadratic has coefficients, and no quadratic but 0 vanishes at all of them (one that does
-# vanishes on the line t = 8, its 3 points, so it is (t - 8) x a linear form that vanishes at
-# (8, 16) and (8, 24), so on s = 8: a (s - 8)(t - 8), and at (16, 16) a = 0), so they
-# determine it exactly. A 7th, (24, 24), made it a least-squares fit of the same quadratic at
-# the cost of one more trace of the gradient graph (1.5-2 s of CPU for a tiny model).
+# quadratic has coefficients, placed so that they determine it exactly (no quadratic but 0
+# vanishes at all six: one vanishing on the line t = 8 is (t - 8) x a linear form that vanishes
+# at (8, 16) and (8, 24), hence a (s - 8)(t - 8), and at (16, 16) a = 0). Each shape is a trace
+# of the gradient graph.
 _SHAPES = ((8, 8), (16, 8), (8, 16), (16, 16), (24, 8), (8, 24))
-# The machine's matmul rate: the best of 5 timed chains of 2 products (after one untimed). A
-# product takes 0.1 s on 2 AVX2 cores (4.3 GFLOP at ~40 GFLOP/s; 10-20 ms on AVX-512), far above
-# a call's overhead, so these time the per-product rate of the 5 chains of 10 this ran before
-# (60 products: 5-9 s of CPU in every `bench --bench=train`, a tenth of its test's).
+# The machine's matmul rate: the best of 5 timed chains of 2 products, after an untimed one. A
+# product takes 20-100 ms on these CPUs, far above a call's overhead.
 _CHAIN, _TIMED_CHAINS = 2, 5
 
 
