@@ -164,3 +164,16 @@ def multi30k_dir():
         where = "CI must provide it" if os.environ.get("CI") == "true" else "set TFNMT_TEST_DATA"
         pytest.fail(f"Multi30k test data missing at {path} ({where})")
     return path
+
+
+@pytest.fixture(scope="session")
+def ctc_trained_model(corpus, tmp_path_factory):
+    """A tiny ctc_nat (--ctc_variant=encoder_decoder, --split_factor=1) trained for 20 steps on
+    the synthetic corpus. k = 1 on reversed word-for-word pairs: a target with equal neighbours
+    cannot be aligned, so some pairs are dropped. tests/models/test_ctc_nat.py checks what its
+    training logged; tests/cli/test_score.py that `score` and `export --score` refuse it."""
+    model_dir = str(tmp_path_factory.mktemp("ctc_model"))
+    flags = [f for f in tiny_train_flags(corpus, model_dir, steps=20) if not f.startswith("--model=")]
+    assert run_cli("train", *flags, "--model=ctc_nat", "--ctc_variant=encoder_decoder",
+                   "--split_factor=1") == 0
+    return model_dir

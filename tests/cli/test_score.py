@@ -5,7 +5,7 @@ them.)"""
 
 import pytest
 
-from conftest import run_cli, tiny_train_flags
+from conftest import run_cli
 from tfnmt.api import Translator
 
 SOURCES = ["the red dog sees a bird", "a cat", "big house", "the old man runs"]
@@ -146,13 +146,11 @@ def test_bad_input_is_one_line(trained_model, files, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_a_model_that_cannot_score_is_one_line(corpus, files, tmp_path, capsys):
+def test_a_model_that_cannot_score_is_one_line(ctc_trained_model, files, tmp_path, capsys):
     # A CTC model chooses its labels all at once: no probability of a target token by token.
-    model_dir = str(tmp_path / "ctc")
-    flags = [f for f in tiny_train_flags(corpus, model_dir, steps=1)
-             if not f.startswith("--model=")]
-    # One step and no validation: only a checkpoint to refuse is needed.
-    assert run_cli("train", *flags, "--model=ctc_nat") == 0
+    # Only a checkpoint to refuse is needed: the session's tiny ctc_nat (tests/conftest.py),
+    # which tests/models/test_ctc_nat.py trains anyway.
+    model_dir = ctc_trained_model
     source, references, _ = files
     capsys.readouterr()
     assert run_cli("score", f"--model_dir={model_dir}", f"--input={source}",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import events, multi30k_lines, run_cli, tiny_train_flags
+from conftest import events, multi30k_lines, run_cli
 from contract import overfit_export_and_compare
 from helpers.ctc import SOURCE, make
 from tfnmt.errors import ConfigError
@@ -42,12 +42,11 @@ def test_model_loss_drops_the_eos_and_counts_impossible_pairs():
 
 
 @pytest.mark.slow
-def test_training_logs_the_dropped_pairs_and_never_sees_an_infinite_loss(corpus, tmp_path):
+def test_training_logs_the_dropped_pairs_and_never_sees_an_infinite_loss(ctc_trained_model):
     # k = 1 on reversed word-for-word pairs: a target with equal neighbours cannot be aligned.
-    model_dir = str(tmp_path / "m")
-    flags = [f for f in tiny_train_flags(corpus, model_dir, steps=20) if not f.startswith("--model=")]
-    assert run_cli("train", *flags, "--model=ctc_nat", "--ctc_variant=encoder_decoder",
-                   "--split_factor=1") == 0
+    # (ctc_trained_model, tests/conftest.py: 20 steps, --ctc_variant=encoder_decoder,
+    # --split_factor=1; tests/cli/test_score.py shares it.)
+    model_dir = ctc_trained_model
     dropped = events(model_dir, "train/dropped_pairs")
     assert [s for s, _ in dropped] == [10, 20] and sum(v for _, v in dropped) > 0
     assert all(np.isfinite(v) for _, v in events(model_dir, "train/loss"))
