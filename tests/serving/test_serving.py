@@ -4,10 +4,12 @@ JSON: test_tf_json.py; the client without a server: test_client.py; the Host all
 test_web_safety.py; what `serve` refuses: test_server.py."""
 
 import base64
+import contextlib
 import json
 import os
 import re
 import shutil
+import threading
 import time
 
 import numpy as np
@@ -23,7 +25,7 @@ from tfnmt.decoding.translator import Translator
 from tfnmt.serving import server as server_lib
 from tfnmt.serving.client import ServingClient, load_test
 from tfnmt.serving.models import ModelManager
-from tfnmt.serving.options import ServeOptions
+from tfnmt.serving.options import BatchingOptions, ServeOptions
 from tfnmt.serving.rest import RestApi
 from tfnmt.training import checkpoints
 
@@ -607,6 +609,32 @@ def test_the_demo_page_translates_as_you_type_with_every_served_model(server, tr
         browser.quit()
 
 
+@contextlib.contextmanager
+def _served_in_process(export_dir, batching):
+    """The base URL of `tfnmt serve --export_dir=EXPORT_DIR --rest_api_port=0` (with `batching`)
+    run in a thread of this process, from the parts cli/serve.py's run() puts together."""
+    from waitress import wasyncore
+    manager = ModelManager(export_dir=export_dir, batching=batching)
+    manager.start(0)
+    serve = ServeOptions(rest_api_port=0)
+    try:
+        server = server_lib.create(RestApi(manager, serve), serve.rest_api_host, 0,
+                                   serve.rest_api_num_threads, serve.max_request_bytes,
+                                   serve.rest_api_max_connections,
+                                   serve.rest_api_idle_timeout_seconds)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        try:
+            yield f"http://{serve.rest_api_host}:{server.effective_port}"
+        finally:
+            # What waitress does on SystemExit (run_until_stopped), from this thread.
+            server.task_dispatcher.shutdown()
+            wasyncore.close_all(getattr(server, "map", None) or server._map)
+            thread.join(30)
+    finally:
+        manager.close()
+
+
 @pytest.mark.slow
 def test_an_alignments_export_is_served_per_instance_and_the_demo_page_draws_its_heatmap(
         trained_model, tmp_path):
@@ -621,11 +649,11 @@ def test_an_alignments_export_is_served_per_instance_and_the_demo_page_draws_its
     translator = Translator(model, source_vocab, target_vocab,
                             DecodingOptions(beam_size=3, alignments="soft"))
     expected = translator.alignments_signature(tf.constant(sentences))
-    process, url = server_lib.spawn([f"--export_dir={base}", "--rest_api_port=0",
-                                     "--max_batch_size=1"],
-                                    env=dict(os.environ, PYTHONPATH=REPO),
-                                    log_path=str(tmp_path / "serve.log"))
-    try:
+    # Served in this process, as `tfnmt serve --export_dir=BASE --rest_api_port=0
+    # --max_batch_size=1` serves it (cli/serve.py: a ModelManager, RestApi and waitress server):
+    # the `server` fixture's child process already shows `tfnmt serve` starts as a process of its
+    # own; a second one would only import TensorFlow again (~10 s).
+    with _served_in_process(base, BatchingOptions(max_batch_size=1)) as url:
         assert requests.get(f"{url}/demo/models", timeout=30).json()["models"][0]["alignments"]
         # Row format, as TF Serving answers: each instance's tokens [S], [T] and attention
         # [T][S] (the request's rows padded alike, here across two batches of one).
@@ -658,8 +686,6 @@ def test_an_alignments_export_is_served_per_instance_and_the_demo_page_draws_its
             assert open(shot, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
         finally:
             browser.quit()
-    finally:
-        server_lib.stop(process)
 
 
 @pytest.mark.slow
