@@ -31,7 +31,8 @@ def pytest_xdist_auto_num_workers(config):
 
 # Fixtures that train or export a model (seconds to a minute each): a test using one is `slow`
 # (pytest.ini) as a test marked by hand is.
-SLOW_FIXTURES = {"trained_model", "killed_and_resumed", "dense_model", "dirs"}
+SLOW_FIXTURES = {"trained_model", "ctc_trained_model", "killed_and_resumed", "dense_model",
+                 "dirs"}
 
 
 def pytest_collection_modifyitems(items):
