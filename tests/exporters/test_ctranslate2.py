@@ -164,10 +164,10 @@ def test_bench_compare_runs_each_engine_alone_and_refuses_a_busy_machine(trained
                                                                          monkeypatch):
     """With a sibling process holding a core while the first CTranslate2 engine runs, the table
     prints no ratio and says why; every engine ran in a process of its own, not this one; a
-    shortlist variant is exported with the table of the model's training pairs. (Of tfnmt's variants, float32 and
-    one shortlist variant only, to save time: the --xla_decoding export's compilations, held to
-    the others by tests/decoding/test_compiled.py, and the threads, which only set the
-    environment.)"""
+    shortlist variant is exported with the table of the model's training pairs. (Of tfnmt's
+    variants, float32 and one shortlist variant only, to save time: the --xla_decoding export's
+    compilations, held to the others by tests/decoding/test_compiled.py, and the threads, which
+    only set the environment.)"""
     import subprocess
     import sys
 
