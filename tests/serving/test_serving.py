@@ -618,10 +618,7 @@ def _served_in_process(export_dir, batching):
     manager.start(0)
     serve = ServeOptions(rest_api_port=0)
     try:
-        server = server_lib.create(RestApi(manager, serve), serve.rest_api_host, 0,
-                                   serve.rest_api_num_threads, serve.max_request_bytes,
-                                   serve.rest_api_max_connections,
-                                   serve.rest_api_idle_timeout_seconds)
+        server = server_lib.create(RestApi(manager, serve), serve)
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         try:

@@ -50,10 +50,7 @@ def run():
     manager.start(serve.file_system_poll_wait_seconds)
     app = RestApi(manager, serve)
     try:
-        server = server_lib.create(app, serve.rest_api_host, serve.rest_api_port,
-                                   serve.rest_api_num_threads, serve.max_request_bytes,
-                                   serve.rest_api_max_connections,
-                                   serve.rest_api_idle_timeout_seconds)
+        server = server_lib.create(app, serve)
     except OSError as e:
         manager.close()
         raise ConfigError(f"cannot listen on {serve.rest_api_host}:{serve.rest_api_port}: "

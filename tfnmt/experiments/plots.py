@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-# A PNG's text chunk holding what it was drawn from (`_drawn_from`) and how many lines it has.
+# A PNG's text chunks: a digest of what it was drawn from, by which code, and its line count.
 DRAWN_FROM, LINES = "tfnmt-drawn-from", "tfnmt-lines"
 
 
@@ -118,14 +118,11 @@ def _figures(report):
     return figures
 
 
-def _drawn_from(data, report):
-    """A digest of what a figure shows and of the code and matplotlib that draw it."""
+def _drawing_code():
+    """A digest of the code and matplotlib that draw the figures."""
     import matplotlib
     with open(__file__, "rb") as f:
-        code = f.read()
-    digest = hashlib.sha256(code + matplotlib.__version__.encode())
-    digest.update(json.dumps([report["experiment"], data], sort_keys=True).encode())
-    return digest.hexdigest()
+        return hashlib.sha256(f.read() + matplotlib.__version__.encode())
 
 
 def _unchanged(path, drawn_from):
@@ -145,10 +142,12 @@ def write(root, report):
     """Writes the PNGs into `root`; returns {file name: lines drawn (per panel)}. A PNG drawn
     from the same data by the same code is kept: each run's report write (experiments/runs.py)
     would otherwise redraw every figure, most of them unchanged."""
-    written, pyplot = {}, None
+    written, pyplot, code = {}, None, _drawing_code()
     for name, (draw, data) in _figures(report).items():
         path = os.path.join(root, name)
-        drawn_from = _drawn_from(data, report)
+        digest = code.copy()
+        digest.update(json.dumps([report["experiment"], data], sort_keys=True).encode())
+        drawn_from = digest.hexdigest()
         kept = _unchanged(path, drawn_from)
         if kept is not None:
             written[name] = kept

@@ -88,19 +88,22 @@ def _make_room(listener):
     listener.readable = readable
 
 
-def create(app, host, port, threads, max_request_bytes, max_connections=100, idle_timeout=30):
-    """A waitress server bound to host:port (port 0: any free port, see `server.effective_port`)."""
+def create(app, serve):
+    """A waitress server for `app` as `serve` (ServeOptions) asks: bound to its REST host and port
+    (port 0: any free port, see `server.effective_port`), its threads and limits."""
     from waitress.server import BaseWSGIServer, create_server
+    max_request_bytes = serve.max_request_bytes
     # Bodies over our limit get their 413 from the application once waitress has read them, on
     # a connection that stays open; waitress's own limit, past which it stops reading and
     # closes the connection, is only a backstop against bodies far larger than that.
     # poll(), not select(), which fails on a descriptor past 1023, i.e. past about 1000
     # connections. Idle connections are looked for every second, so a timed-out one lives at
     # most a second longer.
-    server = create_server(app, host=host, port=port, threads=threads, ident="tfnmt-serve",
+    server = create_server(app, host=serve.rest_api_host, port=serve.rest_api_port,
+                           threads=serve.rest_api_num_threads, ident="tfnmt-serve",
                            max_request_body_size=4 * max_request_bytes + (1 << 16),
-                           expose_tracebacks=False, connection_limit=max_connections,
-                           channel_timeout=idle_timeout, cleanup_interval=1,
+                           expose_tracebacks=False, connection_limit=serve.rest_api_max_connections,
+                           channel_timeout=serve.rest_api_idle_timeout_seconds, cleanup_interval=1,
                            asyncore_use_poll=True)
     # A host name with several addresses (localhost: 127.0.0.1 and ::1) gives one listener each.
     listeners = ([server] if isinstance(server, BaseWSGIServer) else
