@@ -10,7 +10,7 @@ mostly that cost). So, unlike the dynamic searches:
   the ids) and filled in place, position `time` at step `time`;
 - sentences whose result is final stay in the batch, frozen, instead of leaving it.
 XLA compiles once per (batch size, padded source width) and keeps it: the first batch of each
-such shape pays the compilation (about a second), every later one runs compiled.
+such shape pays the compilation (seconds: docs/decoding.md), every later one runs compiled.
 
 The searches stop, freeze and score exactly as the dynamic ones do; the translations agree
 with them up to floating-point rounding, which XLA's fused kernels order differently.
