@@ -613,7 +613,6 @@ def test_the_demo_page_translates_as_you_type_with_every_served_model(server, tr
 def _served_in_process(export_dir, batching):
     """The base URL of `tfnmt serve --export_dir=EXPORT_DIR --rest_api_port=0` (with `batching`)
     run in a thread of this process, from the parts cli/serve.py's run() puts together."""
-    from waitress import wasyncore
     manager = ModelManager(export_dir=export_dir, batching=batching)
     manager.start(0)
     serve = ServeOptions(rest_api_port=0)
@@ -624,10 +623,9 @@ def _served_in_process(export_dir, batching):
         try:
             yield f"http://{serve.rest_api_host}:{server.effective_port}"
         finally:
-            # What waitress does on SystemExit (run_until_stopped), from this thread.
-            server.task_dispatcher.shutdown()
-            wasyncore.close_all(getattr(server, "map", None) or server._map)
+            server_lib.shutdown(server)
             thread.join(30)
+            assert not thread.is_alive()
     finally:
         manager.close()
 

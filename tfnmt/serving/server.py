@@ -132,6 +132,16 @@ def run_until_stopped(server, on_stop=()):
             callback()
 
 
+def shutdown(server):
+    """Stops a server of `create` that runs in another thread of this process: its worker
+    threads finish, then every listener and connection closes and its loop ends (what waitress
+    does when the loop ends on SystemExit, which only the loop's own thread can raise)."""
+    from waitress import wasyncore
+    server.task_dispatcher.shutdown()
+    # One listener: the server is the dispatcher (map `_map`); several: `map` holds them all.
+    wasyncore.close_all(getattr(server, "map", None) or server._map)
+
+
 def spawn(flags, timeout=300.0, env=None, log_path=None):
     """Starts `python -m tfnmt serve FLAGS` in a child process; returns (process, base URL) once
     it serves. Its log goes to `log_path` (or is dropped). For benchmarks and tests."""
