@@ -56,6 +56,12 @@ def pytest_sessionstart(session):
 
     import tfnmt.cli.main  # noqa: F401
     runtime.trace_as_written()  # as every tfnmt process traces
+    # A test calls most functions once or twice, so Grappler's rewrite at each first call (a
+    # quarter of a first translation's CPU: docs/benchmarks.md, "Without Grappler, tried") is
+    # never repaid in a worker; tfnmt's own processes, the ones tests start among them, keep
+    # it. test_ensemble, test_export, test_deeplau and test_api, one worker each, side by side
+    # (2-core AVX2): 333 -> 296 CPU-s, the same tests passing.
+    tensorflow.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     gc.collect()
     gc.freeze()
 
