@@ -12,6 +12,7 @@ import tensorflow as tf
 from conftest import run_cli
 from tfnmt import model_dir
 from tfnmt.decoding.options import DecodingOptions
+from tfnmt.decoding.shared import PARTS, in_parts
 from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
 from tfnmt.training import checkpoints
@@ -126,15 +127,21 @@ def _translator(trained_model, **options):
 
 
 def test_the_export_decodes_with_what_it_derived_from_the_weights_once(trained_model, exported):
-    """The tied output matrix's transpose and each decoder layer's self-attention projections
-    side by side are variables of the export, made once from the weights
-    (decoding/shared.stored_derivations), and the signatures read each of them."""
+    """The tied output matrix's transpose, each decoder layer's self-attention projections
+    side by side and its feed-forward's blocks, all in parts (decoding/shared.PARTS), are
+    variables of the export, made once from the weights (decoding/shared.stored_derivations),
+    and the signatures read each of them."""
     loaded = tf.saved_model.load(exported[1])
     decoder = _translator(trained_model).model.decoder
-    expected = [tf.transpose(decoder.embedding.embeddings)] + [
-        part for layer in decoder.layers for part in layer.self_attention.fused_projection()]
+    transposed = list(in_parts(tf.transpose(decoder.embedding.embeddings)))
+    projections = [tf.nest.flatten(layer.self_attention.fused_projection())
+                   for layer in decoder.layers]
+    ffns = [tf.nest.flatten(layer.ffn.parts()) for layer in decoder.layers]
+    expected = transposed + [part for parts in projections + ffns for part in parts]
     stored = list(loaded.derived_weights)
-    assert len(stored) == len(expected) == 1 + 2 * len(decoder.layers)
+    # Per layer: the projection's kernel and bias blocks; each feed-forward block's inner
+    # kernel, bias and outer rows, and the outer bias.
+    assert len(stored) == len(expected) == PARTS + len(decoder.layers) * (5 * PARTS + 1)
 
     def stored_as(value):
         (match,) = [v for v in stored if v.shape == value.shape
@@ -144,7 +151,8 @@ def test_the_export_decodes_with_what_it_derived_from_the_weights_once(trained_m
     def scores():
         return loaded.signatures["serving_default"](text=tf.constant(SENTENCES))["scores"].numpy()
 
-    for value in (expected[0], expected[1], expected[-1]):  # the transpose, a kernel, a bias
+    # A block of the transpose, of a projection's kernel and of a feed-forward, an outer bias.
+    for value in (transposed[-1], projections[0][0], ffns[-1][0], ffns[-1][-1]):
         variable = stored_as(value)
         before = scores()
         variable.assign(variable * 2.0)

@@ -3,7 +3,7 @@
     decode(memory, target_in [B, T], training) -> logits [B, T, V]
     decoding_memory(memory) -> the memory and {"cross": {"layer_i": the layer's cross-attention
                                keys/values of the memory}}, and in its SHARED entry each
-                               layer's fused self-attention projection
+                               layer's fused self-attention projection and feed-forward parts
     initial_state(memory) -> {"layer_i": the layer's self-attention keys/values (empty)}
     step(ids [N], time, state, memory) -> (logits [N, V], state)
 
@@ -19,8 +19,9 @@ from tfnmt.decoding.shared import SHARED, add_shared, derived, output_kernel, wi
 from tfnmt.layers.attention import SELF_PROJECTION, causal_mask, key_mask
 from tfnmt.layers.part import Decoder, register_decoder
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
-from tfnmt.layers.transformer_layers import (HPARAMS, Embedder, TransformerDecoderLayer,
-                                             layer_args, tied_logits, token_embedding)
+from tfnmt.layers.transformer_layers import (FFN_PARTS, HPARAMS, Embedder,
+                                             TransformerDecoderLayer, layer_args, tied_logits,
+                                             token_embedding)
 
 
 @register_decoder("transformer")
@@ -93,10 +94,12 @@ class TransformerDecoder(Decoder):
         memory = dict(memory, cross={f"layer_{i}": layer.memory_cache(memory["outputs"])
                                      for i, layer in enumerate(self.layers)})
         # The same for every sentence: made once per batch (or export), not per step.
-        memory = add_shared(memory, **{SELF_PROJECTION: {
-            f"layer_{i}": derived(layer.self_attention, SELF_PROJECTION,
-                                  layer.self_attention.fused_projection)
-            for i, layer in enumerate(self.layers)}})
+        memory = add_shared(memory, **{
+            SELF_PROJECTION: {f"layer_{i}": derived(layer.self_attention, SELF_PROJECTION,
+                                                    layer.self_attention.fused_projection)
+                              for i, layer in enumerate(self.layers)},
+            FFN_PARTS: {f"layer_{i}": derived(layer.ffn, FFN_PARTS, layer.ffn.parts)
+                        for i, layer in enumerate(self.layers)}})
         if self.output_projection is None:
             memory = with_output_kernel(memory, self.embedding.embeddings)
         return memory
@@ -116,9 +119,10 @@ class TransformerDecoder(Decoder):
         return self.layers[-1].cross_attention.last_weights
 
     def step(self, ids, time, state, memory):
-        # A layer's step reads its cache, the memory's keys/values and its fused projection
-        # as one dict.
-        reads = {name: dict(cross, **{SELF_PROJECTION: memory[SHARED][SELF_PROJECTION][name]})
+        # A layer's step reads its cache, the memory's keys/values, its fused projection and
+        # its feed-forward's parts as one dict.
+        reads = {name: dict(cross, **{key: memory[SHARED][key][name]
+                                      for key in (SELF_PROJECTION, FFN_PARTS)})
                  for name, cross in memory["cross"].items()}
         caches = {name: dict(cache, **reads[name]) for name, cache in state.items()}
         x, caches = self.run_step(self.embedder.embed(ids[:, None], offset=time), caches,

@@ -1,7 +1,7 @@
 """The decoding memory's one entry that is not per sentence (the model contract,
 models/base.py): `memory[SHARED]` holds what is the same for every sentence (the transposed
-output matrix, the self-attentions' fused projections), which the searches neither tile nor
-gather and hand to every `step` as it is."""
+output matrix, the self-attentions' fused projections, the feed-forward blocks' parts), which
+the searches neither tile nor gather and hand to every `step` as it is."""
 
 import contextlib
 import threading
@@ -39,14 +39,34 @@ def add_shared(memory, **entries):
     return dict(memory, **{SHARED: dict(memory.get(SHARED, {}), **entries)})
 
 
+# A step's largest products (the output layer, the Transformer's feed-forward blocks) run as
+# PARTS independent products over blocks of their matrix, which TensorFlow's inter-op threads
+# run side by side: one product on one thread per op (runtime.one_thread_per_op) left the
+# other core idle (docs/benchmarks.md, "A step's products in parts").
+PARTS = 2
+
+
+def in_parts(tensor, axis=-1):
+    """`tensor` as a tuple of PARTS blocks along `axis`, the first ones one wider where its
+    size does not divide."""
+    size = tf.shape(tensor)[axis]
+    sizes = tf.stack([(size + PARTS - 1 - i) // PARTS for i in range(PARTS)])
+    return tuple(tf.split(tensor, sizes, axis=axis, num=PARTS))
+
+
+def parted_matmul(x, parts):
+    """x [N, d] times the matrix whose column blocks are `parts` ([d, n_i] each, `in_parts`)."""
+    return tf.concat([tf.matmul(x, tf.cast(part, x.dtype)) for part in parts], axis=-1)
+
+
 def with_output_kernel(memory, matrix):
-    """`memory` with a tied output matrix [V, d] transposed as its SHARED "output_kernel": a
-    MatMul with transpose_b re-transposes its matrix at every step, which costs more than this
-    once-per-batch copy (docs/benchmarks.md, "Decoding speed against CTranslate2", and "A
-    better-trained Transformer, and where batch 1 spends its time", where its cost is
-    measured)."""
-    return add_shared(memory, output_kernel=derived(matrix, "output_kernel",
-                                                    lambda: tf.transpose(matrix)))
+    """`memory` with a tied output matrix [V, d] transposed, in column blocks (`in_parts`), as
+    its SHARED "output_kernel": a MatMul with transpose_b re-transposes its matrix at every
+    step, which costs more than this once-per-batch copy (docs/benchmarks.md, "Decoding speed
+    against CTranslate2", and "A better-trained Transformer, and where batch 1 spends its
+    time", where its cost is measured)."""
+    return add_shared(memory, output_kernel=derived(
+        matrix, "output_kernel", lambda: in_parts(tf.transpose(matrix))))
 
 
 @contextlib.contextmanager
@@ -71,7 +91,8 @@ def stored_derivations():
 
 
 def output_kernel(memory):
-    """The memory's transposed output matrix (`with_output_kernel`), None outside a search."""
+    """The memory's transposed output matrix in column blocks (`with_output_kernel`), None
+    outside a search."""
     return memory.get(SHARED, {}).get("output_kernel")
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from tfnmt.decoding.shared import SHARED, add_shared, output_kernel
+from tfnmt.decoding.shared import SHARED, add_shared, in_parts, output_kernel
 from tfnmt.errors import ConfigError
 
 FREQUENT = 100
@@ -150,7 +150,8 @@ class Shortlisted:
         if kernel is None:
             raise ConfigError(f"--shortlist: not for {self.model.registry_name}: only for a model "
                               "whose output layer shares the target embedding (--tie_output)")
-        return add_shared(memory, output_kernel=tf.gather(kernel, ids, axis=1))
+        return add_shared(memory, output_kernel=in_parts(tf.gather(tf.concat(kernel, 1), ids,
+                                                                   axis=1)))
 
     def step(self, ids, time, state, memory):
         chosen = memory.get(SHARED, {}).get(_IDS)

@@ -9,6 +9,7 @@ a mask multiplied into it (0 * -inf) is NaN.
 import keras
 import tensorflow as tf
 
+from tfnmt.decoding.shared import in_parts
 from tfnmt.layers.configured import Configured
 
 NEG_INF = -1e9
@@ -130,20 +131,22 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
         return tuple(tf.cast(x, tf.float32) for x in self.project_key_value(values))
 
     def fused_projection(self):
-        """(kernel [d, 3d], bias [3d]) in the compute dtype: the query, key and value
-        projections side by side, for `self_attend_step`."""
+        """(kernel [d, 3d], bias [3d]) in the compute dtype, each in column blocks
+        (decoding/shared.py, `in_parts`): the query, key and value projections side by side,
+        for `self_attend_step`."""
         denses = (self.query_dense, self.key_dense, self.value_dense)
-        return (tf.cast(tf.concat([dense.kernel for dense in denses], 1), self.compute_dtype),
-                tf.cast(tf.concat([dense.bias for dense in denses], 0), self.compute_dtype))
+        kernel = tf.cast(tf.concat([dense.kernel for dense in denses], 1), self.compute_dtype)
+        bias = tf.cast(tf.concat([dense.bias for dense in denses], 0), self.compute_dtype)
+        return in_parts(kernel), in_parts(bias)
 
     def self_attend_step(self, x, cache, projection, time=None):
         """Self-attention of one position x [N, d] (a decoding step) with the `cache` of the
-        earlier ones, its three projections one matmul (`projection`, `fused_projection`'s):
+        earlier ones, its three projections one (`projection`, `fused_projection`'s):
         (output [N, d], the cache with this position, as `call` returns it)."""
-        kernel, bias = projection
+        fused = tf.concat([tf.nn.bias_add(tf.matmul(x, kernel), bias)
+                           for kernel, bias in zip(*projection)], axis=-1)
         q, k, v = tf.unstack(tf.cast(tf.reshape(
-            tf.matmul(x, kernel) + bias, [-1, 3, self.num_heads, 1, self.depth // self.num_heads]),
-            tf.float32), axis=1)
+            fused, [-1, 3, self.num_heads, 1, self.depth // self.num_heads]), tf.float32), axis=1)
         keys, values = extend(cache["key"], k, time), extend(cache["value"], v, time)
         allowed = None if time is None else tf.range(tf.shape(keys)[2]) <= time
         return (self._step_output(self._step_context(q, keys, values, allowed)),

@@ -18,7 +18,8 @@ import tensorflow as tf
 
 from tfnmt.layers.aggregation import Aggregation
 from tfnmt.layers.attention import FIXED, SELF_PROJECTION, MultiHeadAttention, extend
-from tfnmt.layers.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
+from tfnmt.layers.transformer_layers import (FFN_PARTS, TransformerDecoderLayer,
+                                             TransformerEncoderLayer)
 
 
 class _MultiLayerSelfAttention:
@@ -150,5 +151,5 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
         x = self._residual(x[:, 0], self.norms[0], attend, False)
         x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend_step(
             y, cache["memory_key"], cache["memory_value"], memory_allowed), False)
-        x = self._residual(x, self.norms[2], self.ffn, False)
+        x = self._residual(x, self.norms[2], lambda y: self.ffn.step(y, cache[FFN_PARTS]), False)
         return x[:, None], new_cache

@@ -3,11 +3,16 @@
 import keras
 import tensorflow as tf
 
+from tfnmt.decoding.shared import in_parts, parted_matmul
 from tfnmt.layers.attention import FIXED, SELF_PROJECTION, MultiHeadAttention
 from tfnmt.layers.configured import Configured
 from tfnmt.layers.hparams import DROPOUT, HParam
 from tfnmt.layers.part import Part
 from tfnmt.layers.position import SinusoidalPosition
+
+
+# The decoding memory's entry of each decoder layer's feed-forward parts (FeedForward.parts).
+FFN_PARTS = "ffn_parts"
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
@@ -27,6 +32,24 @@ class FeedForward(Configured, keras.layers.Layer):
 
     def call(self, x, training=False):
         return self.outer(self.dropout_layer(self.inner(x), training=training))
+
+    def parts(self):
+        """(blocks, outer bias) in the compute dtype: a decoding step's feed-forward as PARTS
+        independent products (decoding/shared.py), each block the inner map's columns, their
+        biases and the outer map's matching rows."""
+        def cast(weight):
+            return tf.cast(weight, self.compute_dtype)
+        blocks = zip(in_parts(cast(self.inner.kernel)), in_parts(cast(self.inner.bias)),
+                     in_parts(cast(self.outer.kernel), axis=0))
+        return tuple(blocks), cast(self.outer.bias)
+
+    def step(self, x, parts):
+        """`call` on one position x [N, d] in `parts`' blocks."""
+        blocks, bias = parts
+        # bias_add, not +: Grappler fuses a MatMul, a BiasAdd and a Relu into one op.
+        return tf.nn.bias_add(tf.add_n([
+            tf.matmul(tf.nn.relu(tf.nn.bias_add(tf.matmul(x, inner), inner_bias)), outer)
+            for inner, inner_bias, outer in blocks]), bias)
 
 
 class _Sublayers(Configured, keras.layers.Layer):
@@ -111,8 +134,9 @@ class TransformerDecoderLayer(_Sublayers):
 
     def step(self, x, cache, memory_allowed, time=None):
         """x: [N, 1, d] at step `time` -> ([N, 1, d], updated cache). The cache holds the
-        self-attention's three projections as one (SELF_PROJECTION, `fused_projection`: made
-        per batch by the decoder, not per step). Run on [N, d]: Keras' Dense on [N, 1, d] is a
+        self-attention's three projections as one (SELF_PROJECTION, `fused_projection`) and
+        the feed-forward's parts (FFN_PARTS, `FeedForward.parts`), made per batch by the
+        decoder, not per step. Run on [N, d]: Keras' Dense on [N, 1, d] is a
         tensordot, ten ops where a 2-D matmul is one."""
         prefix = FIXED if FIXED + "self_key" in cache else ""
         projection = cache[SELF_PROJECTION]
@@ -128,7 +152,7 @@ class TransformerDecoderLayer(_Sublayers):
         x = self._residual(x[:, 0], self.norms[0], self_attend, False)
         x = self._residual(x, self.norms[1], lambda y: self.cross_attention.attend_step(
             y, cache["memory_key"], cache["memory_value"], memory_allowed), False)
-        x = self._residual(x, self.norms[2], self.ffn, False)
+        x = self._residual(x, self.norms[2], lambda y: self.ffn.step(y, cache[FFN_PARTS]), False)
         return x[:, None], dict(cache, **{prefix + "self_key": new_self["key"],
                                           prefix + "self_value": new_self["value"]})
 
@@ -153,13 +177,13 @@ def token_embedding(vocab_size, d_model, name):
 
 def tied_logits(x, matrix, transposed=None):
     """x [..., d] times the transpose of `matrix` [V, d] (a tied embedding): logits [..., V].
-    `transposed`: that transpose made already ([d, V]; a search's, decoding/shared.py), then a
-    plain matmul.
+    `transposed`: that transpose made already, in column blocks (a search's,
+    decoding/shared.py), then plain matmuls.
 
     As one 2-D matmul: a batched matmul of x [B, T, d] with the 2-D matrix would broadcast it
     to every sentence, and its gradient would be a [B, V, d] tensor before the sum over B."""
     if transposed is not None:
-        return tf.matmul(x, tf.cast(transposed, x.dtype))
+        return parted_matmul(x, transposed)
     flat = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), tf.cast(matrix, x.dtype), transpose_b=True)
     return tf.reshape(flat, tf.concat([tf.shape(x)[:-1], tf.shape(matrix)[:1]], 0))
 
