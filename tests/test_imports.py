@@ -11,7 +11,7 @@ from conftest import REPO
 
 # Lowest first; packages in one layer may not import each other.
 LAYERS = [
-    {"errors", "ranges", "registries", "progress", "native_logs", "runtime", "formats"},
+    {"errors", "ranges", "registries", "progress", "native_logs", "runtime", "formats", "parts"},
     {"options", "json_files"},
     {"data", "evaluation"},
     {"layers", "objectives", "decoding"},

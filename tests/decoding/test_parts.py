@@ -1,4 +1,4 @@
-"""A decoding step's largest products in parts (decoding/shared.py, PARTS): the blocks give what
+"""A decoding step's largest products in parts (tfnmt/parts.py): the blocks give what
 the whole product gives, unequal blocks included."""
 
 import keras
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfnmt.decoding.shared import PARTS, in_parts
 from tfnmt.layers.transformer_layers import FeedForward, tied_logits
+from tfnmt.parts import PARTS, in_parts
 
 
 def _random(shape, seed):

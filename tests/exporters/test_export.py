@@ -12,11 +12,11 @@ import tensorflow as tf
 from conftest import run_cli
 from tfnmt import model_dir
 from tfnmt.decoding.options import DecodingOptions
-from tfnmt.decoding.shared import PARTS, in_parts
 from tfnmt.decoding.translator import Translator
 from tfnmt.errors import ConfigError
 from tfnmt.training import checkpoints
 from tfnmt.exporters import saved_model
+from tfnmt.parts import PARTS, in_parts
 
 SENTENCES = ["the red dog sees a bird", "a cat", "", "the old man runs", "big house"]
 
@@ -128,7 +128,7 @@ def _translator(trained_model, **options):
 
 def test_the_export_decodes_with_what_it_derived_from_the_weights_once(trained_model, exported):
     """The tied output matrix's transpose, each decoder layer's self-attention projections
-    side by side and its feed-forward's blocks, all in parts (decoding/shared.PARTS), are
+    side by side and its feed-forward's blocks, all in parts (tfnmt/parts.py), are
     variables of the export, made once from the weights (decoding/shared.stored_derivations),
     and the signatures read each of them."""
     loaded = tf.saved_model.load(exported[1])

@@ -8,6 +8,8 @@ import threading
 
 import tensorflow as tf
 
+from tfnmt.parts import in_parts
+
 SHARED = "shared"
 
 # .made, in `stored_derivations`: {(id(owner), name): (owner, its variables)}.
@@ -37,26 +39,6 @@ def with_shared(rows, shared):
 def add_shared(memory, **entries):
     """`memory` with `entries` added to its SHARED entry."""
     return dict(memory, **{SHARED: dict(memory.get(SHARED, {}), **entries)})
-
-
-# A step's largest products (the output layer, the Transformer's feed-forward blocks) run as
-# PARTS independent products over blocks of their matrix, which TensorFlow's inter-op threads
-# run side by side: one product on one thread per op (runtime.one_thread_per_op) left the
-# other core idle (docs/benchmarks.md, "A step's products in parts").
-PARTS = 2
-
-
-def in_parts(tensor, axis=-1):
-    """`tensor` as a tuple of PARTS blocks along `axis`, the first ones one wider where its
-    size does not divide."""
-    size = tf.shape(tensor)[axis]
-    sizes = tf.stack([(size + PARTS - 1 - i) // PARTS for i in range(PARTS)])
-    return tuple(tf.split(tensor, sizes, axis=axis, num=PARTS))
-
-
-def parted_matmul(x, parts):
-    """x [N, d] times the matrix whose column blocks are `parts` ([d, n_i] each, `in_parts`)."""
-    return tf.concat([tf.matmul(x, tf.cast(part, x.dtype)) for part in parts], axis=-1)
 
 
 def with_output_kernel(memory, matrix):

@@ -24,8 +24,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from tfnmt.decoding.shared import SHARED, add_shared, in_parts, output_kernel
+from tfnmt.decoding.shared import SHARED, add_shared, output_kernel
 from tfnmt.errors import ConfigError
+from tfnmt.parts import in_parts
 
 FREQUENT = 100
 # Ranked pieces per source piece a table keeps; --shortlist takes up to this many.

@@ -9,8 +9,8 @@ a mask multiplied into it (0 * -inf) is NaN.
 import keras
 import tensorflow as tf
 
-from tfnmt.decoding.shared import in_parts
 from tfnmt.layers.configured import Configured
+from tfnmt.parts import in_parts
 
 NEG_INF = -1e9
 

@@ -3,12 +3,12 @@
 import keras
 import tensorflow as tf
 
-from tfnmt.decoding.shared import in_parts, parted_matmul
 from tfnmt.layers.attention import FIXED, SELF_PROJECTION, MultiHeadAttention
 from tfnmt.layers.configured import Configured
 from tfnmt.layers.hparams import DROPOUT, HParam
 from tfnmt.layers.part import Part
 from tfnmt.layers.position import SinusoidalPosition
+from tfnmt.parts import in_parts, parted_matmul
 
 
 # The decoding memory's entry of each decoder layer's feed-forward parts (FeedForward.parts).
@@ -35,7 +35,7 @@ class FeedForward(Configured, keras.layers.Layer):
 
     def parts(self):
         """(blocks, outer bias) in the compute dtype: a decoding step's feed-forward as PARTS
-        independent products (decoding/shared.py), each block the inner map's columns, their
+        independent products (tfnmt/parts.py), each block the inner map's columns, their
         biases and the outer map's matching rows."""
         def cast(weight):
             return tf.cast(weight, self.compute_dtype)
