@@ -132,8 +132,8 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
 
     def fused_projection(self):
         """(kernel [d, 3d], bias [3d]) in the compute dtype, each in column blocks
-        (decoding/shared.py, `in_parts`): the query, key and value projections side by side,
-        for `self_attend_step`."""
+        (tfnmt/parts.py): the query, key and value projections side by side, for
+        `self_attend_step`."""
         denses = (self.query_dense, self.key_dense, self.value_dense)
         kernel = tf.cast(tf.concat([dense.kernel for dense in denses], 1), self.compute_dtype)
         bias = tf.cast(tf.concat([dense.bias for dense in denses], 0), self.compute_dtype)
@@ -141,8 +141,9 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
 
     def self_attend_step(self, x, cache, projection, time=None):
         """Self-attention of one position x [N, d] (a decoding step) with the `cache` of the
-        earlier ones, its three projections one (`projection`, `fused_projection`'s):
-        (output [N, d], the cache with this position, as `call` returns it)."""
+        earlier ones, its three projections one product in blocks (`projection`,
+        `fused_projection`'s): (output [N, d], the cache with this position, as `call` returns
+        it)."""
         fused = tf.concat([tf.nn.bias_add(tf.matmul(x, kernel), bias)
                            for kernel, bias in zip(*projection)], axis=-1)
         q, k, v = tf.unstack(tf.cast(tf.reshape(
