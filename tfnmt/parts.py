@@ -4,10 +4,10 @@ for the decoders' steps (layers/, decoders/) and the searches' derived weights (
 import tensorflow as tf
 
 # A step's largest products (the output layer; a Transformer decoder layer's feed-forward block
-# and fused self-attention projection) run as
-# PARTS independent products over blocks of their matrix, which TensorFlow's inter-op threads
-# run side by side: one product on one thread per op (runtime.one_thread_per_op) left the
-# other core idle (docs/benchmarks.md, "A step's products in parts").
+# and fused self-attention projection) run as PARTS independent products over blocks of their
+# matrix, which TensorFlow's inter-op threads run side by side: one product on one thread per op
+# (runtime.one_thread_per_op) left the other core idle (docs/benchmarks.md, "A step's products
+# in parts").
 PARTS = 2
 
 
