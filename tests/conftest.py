@@ -72,24 +72,14 @@ def _trace_without_op_stacks():
     the "defined at" lines of a graph op's runtime error): no test reads it, and walking the
     stack at every op a trace creates is a tenth of a heavy test file's CPU (test_deeplau,
     test_export and test_early_stopping, one worker each side by side, 2-core AVX2: 214 -> 192
-    and 233 -> 200 CPU-s). Every op shares the one stack made here, so such an error in a
-    worker says the op was defined in this function. What the ops compute is unchanged;
-    tfnmt's own processes, the ones tests start among them, keep the stacks. `ops.tf_stack` is
-    TensorFlow's private name: if it goes, every test fails here."""
-    from tensorflow.python.framework import ops
+    and 233 -> 200 CPU-s). Every op gets the one stack made here (the op constructor is
+    `extract_stack`'s only caller outside TensorFlow's debugger), so such an error in a worker
+    says the op was defined in this function. What the ops compute is unchanged; tfnmt's own
+    processes, the ones tests start among them, keep the stacks."""
+    from tensorflow.python.util import tf_stack
 
-    class OneStack:
-        def __init__(self, tf_stack):
-            self._tf_stack = tf_stack
-            self._stack = tf_stack.extract_stack()
-
-        def extract_stack(self, stacklevel=1):
-            return self._stack
-
-        def __getattr__(self, name):
-            return getattr(self._tf_stack, name)
-
-    ops.tf_stack = OneStack(ops.tf_stack)
+    stack = tf_stack.extract_stack()
+    tf_stack.extract_stack = lambda stacklevel=1: stack
 
 
 _WORDS = ["cat", "dog", "house", "tree", "red", "blue", "big", "small", "runs", "sleeps",
