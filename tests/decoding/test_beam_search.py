@@ -10,6 +10,7 @@ from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from tfnmt.decoding.beam_search import beam_search, length_penalty, max_lengths, wide_top_k
 from tfnmt.decoding import compiled, searches
 from tfnmt.decoding.options import DecodingOptions
+from tfnmt.decoding.shared import BY_SENTENCE, tile_hypotheses
 from tfnmt.decoding.sampling import sampler, search
 from tfnmt.errors import ConfigError
 
@@ -96,31 +97,43 @@ def test_finished_hypotheses_are_frozen():
 
 
 class LengthModel:
-    """Says word 4 until the sentence's own length (memory["length"]), then eos; records how
-    many rows each step decodes. Runs eagerly, so the loop body is plain Python."""
+    """Says word 4 until the sentence's own length (memory["length"], one row a hypothesis, or
+    with `by_sentence`, memory[BY_SENTENCE]["length"], one row a sentence, which a step's
+    consecutive hypotheses share), then eos; records how many rows each step decodes and how
+    many sentence rows it reads. Runs eagerly, so the loop body is plain Python."""
 
-    def __init__(self):
-        self.rows = []
+    def __init__(self, by_sentence=False):
+        self.by_sentence = by_sentence
+        self.rows, self.sentence_rows = [], []
 
     def decoding_memory(self, memory):
-        return memory
+        if not self.by_sentence:
+            return memory
+        return {"rows": tf.zeros_like(memory["length"]), BY_SENTENCE: memory}
 
     def initial_state(self, memory):
-        return {"steps": tf.zeros_like(memory["length"])}
+        return {"steps": tf.zeros_like(memory["rows" if self.by_sentence else "length"])}
 
     def step(self, ids, time, state, memory):
         self.rows.append(int(ids.shape[0]))
-        ending = tf.greater_equal(time + 1, memory["length"])[:, None]
+        length = memory.get("length")
+        if self.by_sentence:
+            length = memory[BY_SENTENCE]["length"]
+            self.sentence_rows.append(int(length.shape[0]))
+            length = tf.repeat(length, ids.shape[0] // length.shape[0])
+        ending = tf.greater_equal(time + 1, length)[:, None]
         want = tf.where(ending, tf.one_hot(EOS_ID, V), tf.one_hot(4, V))
         return tf.math.log(want * 0.999 + 0.001 / V), {"steps": state["steps"] + 1}
 
 
+@pytest.mark.parametrize("by_sentence", [False, True], ids=["by hypothesis", "by sentence"])
 @pytest.mark.parametrize("beam", [1, 3])
-def test_a_sentence_leaves_the_batch_when_its_result_is_final(beam):
+def test_a_sentence_leaves_the_batch_when_its_result_is_final(beam, by_sentence):
     # Sentences of 2, 6 and 4 tokens (eos included) under a limit of 10: the first is final
     # after step 2, the third after step 4, so later steps run the model on fewer rows, and
-    # each remaining row still reads its own sentence's memory.
-    model = LengthModel()
+    # each remaining row still reads its own sentence's memory, whether the memory has a row
+    # per hypothesis or (BY_SENTENCE) one per sentence, never tiled.
+    model = LengthModel(by_sentence)
     memory = {"length": tf.constant([2, 6, 4])}
     limits = tf.constant([10, 10, 10])
     if beam == 1:
@@ -129,6 +142,17 @@ def test_a_sentence_leaves_the_batch_when_its_result_is_final(beam):
         ids, _ = beam_search(model, memory, limits, beam, 0.6, "gnmt", 1, 0, NO_MIN)
     assert [len(_tokens(row)) for row in ids.numpy()[:, 0]] == [1, 5, 3]
     assert model.rows == [3 * beam] * 2 + [2 * beam] * 2 + [beam] * 2
+    assert model.sentence_rows == ([3] * 2 + [2] * 2 + [1] * 2 if by_sentence else [])
+
+
+def test_a_beam_tiles_the_memory_but_not_its_by_sentence_entries_at_any_depth():
+    memory = {"x": tf.constant([[1], [2]]), BY_SENTENCE: {"y": tf.constant([[3], [4]])},
+              "members": ({"z": tf.constant([5, 6]), BY_SENTENCE: (tf.constant([7, 8]),)},)}
+    tiled = tile_hypotheses(memory, 3)
+    assert tiled["x"].numpy()[:, 0].tolist() == [1, 1, 1, 2, 2, 2]
+    assert tiled[BY_SENTENCE]["y"].numpy()[:, 0].tolist() == [3, 4]
+    assert tiled["members"][0]["z"].numpy().tolist() == [5, 5, 5, 6, 6, 6]
+    assert tiled["members"][0][BY_SENTENCE][0].numpy().tolist() == [7, 8]
 
 
 @pytest.mark.parametrize("width,k", [(40000, 10), (8003, 6), (100, 10), (7, 2)])

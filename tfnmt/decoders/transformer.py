@@ -1,7 +1,8 @@
 """The Transformer decoder (Vaswani et al. 2017), teacher-forced and incremental.
 
     decode(memory, target_in [B, T], training) -> logits [B, T, V]
-    decoding_memory(memory) -> the memory and {"cross": {"layer_i": the layer's cross-attention
+    decoding_memory(memory) -> the mask and, one row per sentence (BY_SENTENCE), the mask
+                               again and {"cross": {"layer_i": the layer's cross-attention
                                keys/values of the memory}}, and in its SHARED entry each
                                layer's fused self-attention projection and feed-forward parts
     initial_state(memory) -> {"layer_i": the layer's self-attention keys/values (empty)}
@@ -15,7 +16,8 @@ The output projection reuses the target embedding matrix with `tie_output`.
 import keras
 import tensorflow as tf
 
-from tfnmt.decoding.shared import SHARED, add_shared, derived, output_kernel, with_output_kernel
+from tfnmt.decoding.shared import (BY_SENTENCE, SHARED, add_shared, derived, output_kernel,
+                                   with_output_kernel)
 from tfnmt.layers.attention import SELF_PROJECTION, causal_mask, key_mask
 from tfnmt.layers.part import Decoder, register_decoder
 from tfnmt.layers.hparams import DECODER_LAYERS, HParam
@@ -55,7 +57,7 @@ class TransformerDecoder(Decoder):
 
     def memory(self, encoded):
         outputs = encoded.outputs if self.bridge is None else self.bridge(encoded.outputs)
-        # Only what the cross-attention reads: the beam search tiles all of it.
+        # Only what the cross-attention reads.
         return {"outputs": outputs, "mask": encoded.mask}
 
     def layer(self, index, args):
@@ -89,10 +91,13 @@ class TransformerDecoder(Decoder):
         return self.decode_with_states(memory, target_in, training)[0]
 
     def decoding_memory(self, memory):
-        # The same for every hypothesis of a sentence: in the memory, the beam search tiles
-        # them once, where in the state it would reorder them at every step.
-        memory = dict(memory, cross={f"layer_{i}": layer.memory_cache(memory["outputs"])
-                                     for i, layer in enumerate(self.layers)})
+        # The same for every hypothesis of a sentence, so one row a sentence, which a beam's
+        # hypotheses query together (`MultiHeadAttention.attend_step`). The outputs are read
+        # only through these keys and values; the mask, one row a hypothesis, sizes the state.
+        memory = dict({key: value for key, value in memory.items() if key != "outputs"},
+                      **{BY_SENTENCE: {"mask": memory["mask"], "cross": {
+                          f"layer_{i}": layer.memory_cache(memory["outputs"])
+                          for i, layer in enumerate(self.layers)}}})
         # The same for every sentence: made once per batch (or export), not per step.
         memory = add_shared(memory, **{
             SELF_PROJECTION: {f"layer_{i}": derived(layer.self_attention, SELF_PROJECTION,
@@ -105,11 +110,11 @@ class TransformerDecoder(Decoder):
         return memory
 
     def initial_state(self, memory):
-        return {f"layer_{i}": layer.initial_cache(memory["outputs"])
+        return {f"layer_{i}": layer.initial_cache(memory["mask"])
                 for i, layer in enumerate(self.layers)}
 
     def fixed_initial_state(self, memory, steps):
-        return {f"layer_{i}": layer.initial_cache(memory["outputs"], steps)
+        return {f"layer_{i}": layer.initial_cache(memory["mask"], steps)
                 for i, layer in enumerate(self.layers)}
 
     # Alignments: the last layer's cross-attention averaged over its heads (models/base.py).
@@ -121,12 +126,13 @@ class TransformerDecoder(Decoder):
     def step(self, ids, time, state, memory):
         # A layer's step reads its cache, the memory's keys/values, its fused projection and
         # its feed-forward's parts as one dict.
+        sentences = memory[BY_SENTENCE]
         reads = {name: dict(cross, **{key: memory[SHARED][key][name]
                                       for key in (SELF_PROJECTION, FFN_PARTS)})
-                 for name, cross in memory["cross"].items()}
+                 for name, cross in sentences["cross"].items()}
         caches = {name: dict(cache, **reads[name]) for name, cache in state.items()}
         x, caches = self.run_step(self.embedder.embed(ids[:, None], offset=time), caches,
-                                  key_mask(memory["mask"]), time)
+                                  key_mask(sentences["mask"]), time)
         state = {name: {key: value for key, value in cache.items() if key not in reads[name]}
                  for name, cache in caches.items()}
         return self.logits(x[:, 0], output_kernel(memory)), state

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from tfnmt.decoding.shared import split_shared, with_shared
+from tfnmt.decoding.shared import map_rows, split_shared, tile_hypotheses, with_shared
 from tfnmt.errors import ConfigError
 
 NEG_INF = -1e9
@@ -330,7 +330,8 @@ class _Beam:
                     tf.gather(alive_ids, remaining),
                     tf.gather(alive_attention, remaining) if self.alignments else (),
                     tf.nest.map_structure(lambda x: tf.gather(x, state_rows(remaining)), state),
-                    tf.nest.map_structure(lambda x: tf.gather(x, memory_rows), s.memory))
+                    map_rows(s.memory, lambda x: tf.gather(x, memory_rows),
+                             lambda x: tf.gather(x, remaining)))
 
         return tf.cond(tf.reduce_any(is_done), drop_done, carry_on)
 
@@ -355,7 +356,7 @@ def beam_search(model, memory, max_length, beam_size, alpha, penalty_mode, n_bes
     if n_best > beam_size:
         raise ValueError(f"n_best={n_best} exceeds beam_size={beam_size}")
     memory, shared = split_shared(model.decoding_memory(memory))
-    memory = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), memory)  # b*K + k
+    memory = tile_hypotheses(memory, beam_size)
     beam = _Beam(model, max_length, shared, beam_size, alpha, penalty_mode, n_best,
                  no_repeat_ngram_size, alignments, min_length, prefix)
     start, invariants = beam.start(memory)

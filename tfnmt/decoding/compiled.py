@@ -21,7 +21,7 @@ import tensorflow as tf
 from tfnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from tfnmt.decoding.beam_search import (NEG_INF, length_penalty, max_lengths, step_log_probs,
                                         strip_eos, wide_top_k)
-from tfnmt.decoding.shared import split_shared, with_shared
+from tfnmt.decoding.shared import split_shared, tile_hypotheses, with_shared
 
 # Source widths are padded up to a multiple of this: fewer shapes to compile, at the cost of a
 # few padded positions per batch.
@@ -85,7 +85,7 @@ def beam(model, memory, max_length, steps, beam_size, alpha, penalty_mode, n_bes
     steps], scores float32 [B, n_best])."""
     K, batch = beam_size, tf.shape(max_length)[0]
     memory, shared = split_shared(model.decoding_memory(memory))
-    rows = with_shared(tf.nest.map_structure(lambda t: tf.repeat(t, K, axis=0), memory), shared)
+    rows = with_shared(tile_hypotheses(memory, K), shared)
     limits = tf.repeat(max_length, K)
     prefix = None if prefix is None else tf.repeat(prefix, K, axis=0)
 

@@ -1,7 +1,9 @@
-"""The decoding memory's one entry that is not per sentence (the model contract,
+"""The decoding memory's two entries that are not per hypothesis (the model contract,
 models/base.py): `memory[SHARED]` holds what is the same for every sentence (the transposed
 output matrix, the self-attentions' fused projections, the feed-forward blocks' parts), which
-the searches neither tile nor gather and hand to every `step` as it is."""
+the searches neither tile nor gather and hand to every `step` as it is; `memory[BY_SENTENCE]`
+(at any depth: an ensemble's members each have theirs) holds one row per sentence where the
+rest has one per hypothesis, which a beam search does not tile and gathers by sentence."""
 
 import contextlib
 import threading
@@ -11,6 +13,7 @@ import tensorflow as tf
 from tfnmt.parts import in_parts
 
 SHARED = "shared"
+BY_SENTENCE = "by_sentence"
 
 # .made, in `stored_derivations`: {(id(owner), name): (owner, its variables)}.
 _stored = threading.local()
@@ -84,3 +87,20 @@ def split_shared(memory):
         rows = dict(memory)
         return rows, rows.pop(SHARED)
     return memory, None
+
+
+def map_rows(memory, hypotheses, sentences):
+    """`memory` (without its SHARED entry) with `hypotheses` applied to every tensor, but
+    `sentences` to those under a BY_SENTENCE entry."""
+    if isinstance(memory, dict):
+        return {key: tf.nest.map_structure(sentences, value) if key == BY_SENTENCE
+                else map_rows(value, hypotheses, sentences) for key, value in memory.items()}
+    if isinstance(memory, (list, tuple)):
+        return type(memory)(map_rows(value, hypotheses, sentences) for value in memory)
+    return hypotheses(memory)
+
+
+def tile_hypotheses(memory, beams):
+    """The memory a beam search carries: each row `beams` times (row b * beams + k), but one
+    row per sentence under BY_SENTENCE."""
+    return map_rows(memory, lambda t: tf.repeat(t, beams, axis=0), lambda t: t)

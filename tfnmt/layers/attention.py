@@ -97,11 +97,6 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
         weights = self.dropout_layer(tf.cast(weights, values.dtype), training=training)
         return tf.matmul(weights, values)
 
-    def _one_position(self, x):
-        """[N, d] of one position -> [N, heads, 1, d/heads] float32 (`_step_context`)."""
-        return tf.cast(tf.reshape(x, [-1, self.num_heads, 1, self.depth // self.num_heads]),
-                       tf.float32)
-
     def _step_context(self, q, keys, values, allowed):
         """`_context` of one position's queries over float32 keys/values (a decoding step's
         caches): float32 products by TensorFlow's own batched matmul. oneDNN's, which
@@ -112,19 +107,29 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
         logits = tf.raw_ops.BatchMatMulV3(x=q, y=keys, Tout=tf.float32, adj_y=True)
         weights = tf.nn.softmax(logits if allowed is None else masked_logits(logits, allowed),
                                 axis=-1)
-        record_weights(self, tf.reduce_mean(weights, axis=1))
+        # One row per query, [N, 1, S], whether its queries came one or k to a memory row.
+        record_weights(self, tf.reshape(tf.reduce_mean(weights, axis=1),
+                                        [-1, 1, tf.shape(weights)[-1]]))
         return tf.raw_ops.BatchMatMulV3(x=weights, y=values, Tout=tf.float32)
 
     def _step_output(self, context):
-        """The heads' contexts [N, heads, 1, d/heads] of one position -> the output [N, d]."""
+        """The heads' contexts [N, heads, 1, d/heads] (or [N / k, k, heads, d/heads]) of one
+        position -> the output [N, d]."""
         return self.output_dense(tf.cast(tf.reshape(context, [-1, self.depth]),
                                          self.compute_dtype))
 
     def attend_step(self, x, keys, values, allowed=None):
         """`attend` for one position x [N, d] (a decoding step) over float32 keys/values
-        (`step_key_value`): [N, d]."""
-        return self._step_output(self._step_context(self._one_position(self.query_dense(x)),
-                                                    keys, values, allowed))
+        (`step_key_value`) [M, heads, S, d/heads]: [N, d]. With M = N / k, every k
+        consecutive rows of x query one row of keys and values (a beam's hypotheses, their
+        sentence's memory), as k queries of one product: the memory is read once a
+        sentence, not once a hypothesis, and never tiled. `allowed` has M rows."""
+        heads, depth = self.num_heads, self.depth // self.num_heads
+        q = tf.reshape(self.query_dense(x), [tf.shape(keys)[0], -1, heads, depth])
+        # [M, heads, k, d/heads]; at k = 1 the transposes move no data.
+        q = tf.transpose(tf.cast(q, tf.float32), [0, 2, 1, 3])
+        context = self._step_context(q, keys, values, allowed)
+        return self._step_output(tf.transpose(context, [0, 2, 1, 3]))
 
     def step_key_value(self, values):
         """`project_key_value` as decoding steps read them: float32."""

@@ -109,11 +109,11 @@ class MultiLayerDecoderLayer(_MultiLayerSelfAttention, TransformerDecoderLayer):
             y, keys, values, memory_allowed, training=training), training)
         return self._residual(x, self.norms[2], lambda y: self.ffn(y, training=training), training)
 
-    def initial_cache(self, memory, steps=None):
-        cache = super().initial_cache(memory, steps)
+    def initial_cache(self, rows, steps=None):
+        cache = super().initial_cache(rows, steps)
         prefix = FIXED if steps is not None else ""
         for j, attention in enumerate(self.lower_attentions, start=1):
-            empty = attention.empty_cache(tf.shape(memory)[0], tf.float32,
+            empty = attention.empty_cache(tf.shape(rows)[0], tf.float32,
                                           0 if steps is None else steps)
             cache[f"{prefix}lower_{j}_key"] = empty["key"]
             cache[f"{prefix}lower_{j}_value"] = empty["value"]

@@ -118,10 +118,10 @@ class TransformerDecoderLayer(_Sublayers):
             y, keys, values, memory_allowed, training=training), training)
         return self._residual(x, self.norms[2], lambda y: self.ffn(y, training=training), training)
 
-    def initial_cache(self, memory, steps=None):
-        """The self-attention keys/values so far (none) for the sentences of `memory`; with
-        `steps`, a FIXED cache of that many positions (decoding/compiled.py)."""
-        cache = self.self_attention.empty_cache(tf.shape(memory)[0], tf.float32,
+    def initial_cache(self, rows, steps=None):
+        """The self-attention keys/values so far (none) for each row of `rows` (a hypothesis);
+        with `steps`, a FIXED cache of that many positions (decoding/compiled.py)."""
+        cache = self.self_attention.empty_cache(tf.shape(rows)[0], tf.float32,
                                                 0 if steps is None else steps)
         prefix = FIXED if steps is not None else ""
         return {prefix + "self_key": cache["key"], prefix + "self_value": cache["value"]}

@@ -17,9 +17,12 @@ Decoding calls `decoding_memory` once per batch, before beam search tiles the me
 axis 0 at every step, so what never differs between the hypotheses of one sentence (attention
 keys of the source, say) belongs in the memory, not in the state. Everything in both must have
 the batch as its first dimension: the rows of a sentence whose result is final leave both, so
-`step` may get fewer rows than the step before. The one exception is `memory["shared"]`
-(`SHARED`, decoding/shared.py): what is the same for every sentence (the transposed output
-matrix), which the searches neither tile nor gather. Auxiliary losses (e.g. a diversity term)
+`step` may get fewer rows than the step before. Two exceptions (decoding/shared.py):
+`memory["shared"]` (`SHARED`), what is the same for every sentence (the transposed output
+matrix), which the searches neither tile nor gather; and `memory["by_sentence"]`
+(`BY_SENTENCE`), one row per sentence where the rest has one per hypothesis, which a beam
+search gathers by sentence: a step reads the hypotheses of a sentence as consecutive rows, k of
+them to each of its rows (k = 1 outside a beam search). Auxiliary losses (e.g. a diversity term)
 are added with `self.add_loss` inside `call` and summed into the training loss.
 
 A model is decoded by the searches of its `search_family` (decoding/searches.py). A CTC
