@@ -156,7 +156,8 @@ def test_a_beam_tiles_the_memory_but_not_its_by_sentence_entries_at_any_depth():
 
 
 @pytest.mark.parametrize("width,k", [(40000, 10), (8003, 6), (100, 10), (7, 2)])
-def test_wide_top_k_equals_top_k_ties_included(width, k):
+@pytest.mark.parametrize("traced", [False, True], ids=["width known", "width unknown"])
+def test_wide_top_k_equals_top_k_ties_included(width, k, traced):
     # Few distinct values, so most of the k largest tie with others; -1e9 as the banned tokens.
     values = np.random.default_rng(width).integers(0, 6, size=[5, width]).astype(np.float32)
     values[1] = -1e9
@@ -166,7 +167,10 @@ def test_wide_top_k_equals_top_k_ties_included(width, k):
     values[3, -1] = 9
     x = tf.constant(values)
     expected = tf.math.top_k(x, k)
-    got = wide_top_k(x, k, chunk=16)
+    top_k = lambda x: wide_top_k(x, k, chunk=16)  # noqa: E731
+    if traced:  # the width a tensor, as where the vocabulary's size is not known when traced
+        top_k = tf.function(top_k, input_signature=[tf.TensorSpec([None, None])])
+    got = top_k(x)
     np.testing.assert_array_equal(got[0].numpy(), expected.values.numpy())
     np.testing.assert_array_equal(got[1].numpy(), expected.indices.numpy())
 

@@ -55,6 +55,16 @@ def repeated_ngram_tokens(ids, n, vocab):
     return hits > 0
 
 
+def _whole_chunks(width, k, chunk):
+    """A chunk size near `chunk` that divides `width` (known when traced) into at least k
+    chunks, so that the candidates are not copied to pad them; else `chunk`."""
+    if width is not None:
+        for size in range(chunk, chunk // 2, -1):
+            if width % size == 0 and width >= k * size:
+                return size
+    return chunk
+
+
 def wide_top_k(x, k, chunk=64):
     """`tf.math.top_k(x, k)` over the last axis of x [N, W], the same values and indices (ties:
     the lower index first), for a wide W and a small k: TF's CPU TopK took 2.7 ms a step on the
@@ -63,10 +73,14 @@ def wide_top_k(x, k, chunk=64):
     Each of the k largest lies in a chunk of `chunk` columns whose maximum is among the k
     largest chunk maxima (ties: the lower chunk first), else k chunk maxima would come before it;
     so only those k chunks, kept in column order for the ties, are searched."""
-    n, width = tf.shape(x)[0], tf.shape(x)[1]
-    pad = tf.maximum(k * chunk - width, tf.math.floormod(-width, chunk))
-    chunks = tf.reshape(tf.pad(x, [[0, 0], [0, pad]], constant_values=-float("inf")),
-                        [n, -1, chunk])
+    static = x.shape[1] is not None
+    chunk = _whole_chunks(x.shape[1], k, chunk)
+    width = x.shape[1] if static else tf.shape(x)[1]
+    pad = (max if static else tf.maximum)(k * chunk - width, (-width) % chunk)
+    if not static or pad > 0:
+        x = tf.pad(x, [[0, 0], [0, pad]], constant_values=-float("inf"))
+    n = tf.shape(x)[0]
+    chunks = tf.reshape(x, [n, -1, chunk])
     best = tf.sort(tf.math.top_k(tf.reduce_max(chunks, axis=-1), k).indices, axis=-1)  # [N, k]
     values, position = tf.math.top_k(
         tf.reshape(tf.gather(chunks, best, batch_dims=1), [n, k * chunk]), k)
@@ -130,7 +144,9 @@ def step_log_probs(model, last, time, state, memory, limit, min_length, ban=None
     too_short = (tf.less(time, tf.minimum(min_length, limit - 1)) if min_length
                  else tf.zeros_like(at_limit))
     kind = tf.cast(at_limit, tf.int32) + 2 * tf.cast(too_short, tf.int32)
-    log_probs = raw + tf.gather(table, kind)
+    # Most steps no row is at its limit or too short: then the one row, broadcast, not N.
+    log_probs = tf.cond(tf.reduce_any(kind > 0), lambda: raw + tf.gather(table, kind),
+                        lambda: raw + banned)
     if ban is not None:
         log_probs = tf.where(ban(vocab), NEG_INF, log_probs)
     if prefix is not None:
@@ -245,7 +261,7 @@ class _Beam:
                                           s.time, s.model_state, with_shared(s.memory, self.shared),
                                           tf.repeat(limits, K), self.no_repeat_ngram_size,
                                           self.min_length, self.hypotheses_prefix(s.active))
-        vocab = tf.shape(log_probs)[1]
+        vocab = log_probs.shape[1] or tf.shape(log_probs)[1]  # known: wide_top_k pads less
         candidates = tf.reshape(s.alive_scores, [-1, 1]) + log_probs
         candidates = tf.reshape(candidates, [active, K * vocab])
         top_scores, top_index = wide_top_k(candidates, 2 * K)

@@ -93,7 +93,7 @@ def beam(model, memory, max_length, steps, beam_size, alpha, penalty_mode, n_bes
         ids = tf.reshape(alive_ids, [batch * K, steps])
         log_probs, state = step_log_probs(model, _last_tokens(ids, time), time, state, rows,
                                           limits, min_length, prefix=prefix)
-        vocab = tf.shape(log_probs)[1]
+        vocab = log_probs.shape[1] or tf.shape(log_probs)[1]
         candidates = tf.reshape(tf.reshape(alive_scores, [-1, 1]) + log_probs, [batch, K * vocab])
         top_scores, top_index = wide_top_k(candidates, 2 * K)
         beam_index, token = top_index // vocab, top_index % vocab
