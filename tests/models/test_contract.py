@@ -19,7 +19,7 @@ from tfnmt.errors import ConfigError
 from tfnmt.exporters import tflite
 from tfnmt.layers.part import DECODERS, ENCODERS
 from tfnmt.models import catalog
-from tfnmt.decoding.shared import split_shared, with_shared
+from tfnmt.decoding.shared import split_shared, tile_hypotheses, with_shared
 from tfnmt.training import checkpoints, step
 from tfnmt.training.checkpoints import Checkpoints, trackables
 from tfnmt.training.options import TrainOptions
@@ -246,7 +246,7 @@ def test_the_beam_search_reorders_only_state_that_differs_between_hypotheses(nam
     # step and belongs in decoding_memory.
     model = built(name)
     rows, shared = split_shared(model.decoding_memory(model.encode(SOURCE[:1])))
-    memory = with_shared(tf.nest.map_structure(lambda t: tf.repeat(t, 2, axis=0), rows), shared)
+    memory = with_shared(tile_hypotheses(rows, 2), shared)
     state = model.initial_state(memory)
     for time, ids in enumerate([[10, 11], [12, 12]]):
         _, state = model.step(tf.constant(ids), time, state, memory)
