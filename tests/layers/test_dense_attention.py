@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from tfnmt.layers.dense_attention import DenseAttention1, DenseAttention2
+from tfnmt.layers.dense_attention import DenseAttention1, DenseAttention2, attend
 
 RNG = np.random.default_rng(0)
 B, S, T, A = 2, 5, 3, 4
@@ -73,3 +73,24 @@ def test_padding_positions_get_no_attention():
     memory2 = layer.project_memory([tf.constant(h) for h in changed], tf.constant(h0), tf.constant(MASK))
     np.testing.assert_allclose(layer(tf.constant(Z), memory)[1].numpy(),
                                layer(tf.constant(Z), memory2)[1].numpy(), atol=1e-5)
+
+
+def test_hypotheses_read_their_sentences_memory_row_as_a_tiled_copy():
+    # A beam's k hypotheses of a sentence (consecutive query rows) over its one memory row
+    # (decoding/shared.py BY_SENTENCE): the contexts, the weights and ConvS2S's length scale of
+    # the memory tiled to one row a hypothesis.
+    k = 3
+    keys, values = tf.constant(H[1][:, :, :A]), tf.constant(H[2].repeat(2, -1))
+    query = tf.constant(RNG.normal(size=(B * k, 1, A)).astype(np.float32))
+    scale = tf.constant([2.0, 3.0])
+    grouped_layer, tiled_layer = DenseAttention1(A), DenseAttention1(A)
+    grouped = attend(query, keys, values, tf.constant(MASK), grouped_layer, scale)
+    tiled = attend(query, tf.repeat(keys, k, 0), tf.repeat(values, k, 0),
+                   tf.repeat(tf.constant(MASK), k, 0), tiled_layer, tf.repeat(scale, k))
+    np.testing.assert_allclose(grouped.numpy(), tiled.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(grouped_layer.last_weights.numpy(),
+                               tiled_layer.last_weights.numpy(), atol=1e-7)
+    assert grouped.shape == (B * k, 1, 4) and grouped_layer.last_weights.shape == (B * k, 1, S)
+    np.testing.assert_array_equal(grouped_layer.last_weights.numpy()[k:, 0, 3:], 0.0)
+    expected = F(query.numpy()[:k], H[1][:1, :, :A], H[2][:1].repeat(2, -1), MASK[:1]) * 2.0
+    np.testing.assert_allclose(grouped.numpy()[:k], expected, rtol=1e-5, atol=1e-6)

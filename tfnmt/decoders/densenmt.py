@@ -3,6 +3,7 @@
 none.
 
     memory(encoded) -> {"mask", and "keys", "values" (multistep) or "layers" (DenseAtt)}
+    decoding_memory(memory) -> the mask, and that memory one row a sentence (BY_SENTENCE)
     decode(memory, target_in [B, T], training) -> logits [B, T, V]
     initial_state(memory) -> {"layer_i" / "summary_i": the last kernel_size - 1 inputs of
                               that causal convolution, [N, k - 1, width]}
@@ -19,7 +20,8 @@ reads a window made of its cached last k-1 inputs and the new position.
 
 import tensorflow as tf
 
-from tfnmt.decoding.shared import output_kernel, with_output_kernel
+from tfnmt.decoding.shared import (BY_SENTENCE, SHARED, output_kernel, split_shared,
+                                   with_output_kernel, with_shared)
 from tfnmt.layers.conv_blocks import (HALF, HPARAMS, STACKS, GLUConv, LearnedEmbedder,
                                       MultiStepAttention, SummaryLayer, scale_gradient,
                                       summary_after)
@@ -156,6 +158,11 @@ class ConvDecoder(Decoder):
         return tied_logits(out, self.embedder.embedding.embeddings, output_kernel(memory))
 
     def decoding_memory(self, memory):
+        # What the attention reads is the same for every hypothesis of a sentence: one row a
+        # sentence, which a beam's hypotheses query together (dense_attention.attend); the
+        # mask, one row a hypothesis, sizes the state.
+        rows, shared = split_shared(memory)
+        memory = with_shared({"mask": rows["mask"], BY_SENTENCE: rows}, shared)
         if self.output_projection is not None:
             return memory
         return with_output_kernel(memory, self.embedder.embedding.embeddings)
@@ -216,5 +223,6 @@ class ConvDecoder(Decoder):
         return self.attention[-1].last_weights
 
     def step(self, ids, time, state, memory):
-        logits, new_state = self.run(self.embedder.embed(ids[:, None], offset=time), memory, state)
+        logits, new_state = self.run(self.embedder.embed(ids[:, None], offset=time),
+                                     with_shared(memory[BY_SENTENCE], memory.get(SHARED)), state)
         return logits[:, 0], new_state

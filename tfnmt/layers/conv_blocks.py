@@ -70,12 +70,11 @@ class MultiStepAttention(Configured, keras.layers.Layer):
         self.query = WeightNormDense(embed_dim, name="query")
 
     def call(self, x, g, memory):
-        context = attend((self.query(x) + g) * HALF, memory["keys"], memory["values"],
-                         memory["mask"], self)
-        if not self.scale_context:
-            return context
-        length = tf.reduce_sum(tf.cast(memory["mask"], context.dtype), axis=-1)
-        return context * tf.sqrt(length)[:, None, None]
+        scale = None
+        if self.scale_context:
+            scale = tf.sqrt(tf.reduce_sum(tf.cast(memory["mask"], memory["values"].dtype), -1))
+        return attend((self.query(x) + g) * HALF, memory["keys"], memory["values"],
+                      memory["mask"], self, scale)
 
 
 # What the DenseNMT and ConvS2S encoders and decoders both read.

@@ -18,15 +18,24 @@ from tfnmt.layers.attention import masked_logits, record_weights
 from tfnmt.layers.configured import Configured
 
 
-def attend(query, keys, values, mask, layer=None):
-    """query [B, T, a], keys/values [B, S, a], mask [B, S] -> [B, T, a]. The weights [B, T, S]
-    are left on `layer` as `last_weights` (attention.record_weights)."""
+def attend(query, keys, values, mask, layer=None, scale=None):
+    """query [N, T, a], keys/values [M, S, a], mask [M, S] -> [N, T, a], times `scale` [M]
+    when given. M = N, or M = N / k: every k consecutive rows of the query read one row of
+    keys and values (a beam's hypotheses, their sentence's memory: decoding/shared.py
+    BY_SENTENCE), as k T queries of one product. The weights [N, T, S] are left on `layer` as
+    `last_weights` (attention.record_weights)."""
+    # T as a constant where it is known (1 in a decoding step): fewer shape ops a step.
+    length = query.shape[1] if query.shape[1] is not None else tf.shape(query)[1]
+    grouped = tf.reshape(query, [tf.shape(keys)[0], -1, query.shape[-1]])
     # expand_dims, not mask[:, None]: see attention.key_mask.
-    scores = masked_logits(tf.matmul(query, keys, transpose_b=True), tf.expand_dims(mask, 1))
+    scores = masked_logits(tf.matmul(grouped, keys, transpose_b=True), tf.expand_dims(mask, 1))
     weights = tf.nn.softmax(scores, axis=-1)
     if layer is not None:
-        record_weights(layer, weights)
-    return tf.matmul(tf.cast(weights, values.dtype), values)
+        record_weights(layer, tf.reshape(weights, [-1, length, tf.shape(keys)[1]]))
+    context = tf.matmul(tf.cast(weights, values.dtype), values)
+    if scale is not None:
+        context *= scale[:, None, None]
+    return tf.reshape(context, [-1, length, values.shape[-1]])
 
 
 @keras.saving.register_keras_serializable(package="tfnmt")
