@@ -123,7 +123,8 @@ class MultiHeadAttention(Configured, keras.layers.Layer):
         (`step_key_value`) [M, heads, S, d/heads]: [N, d]. With M = N / k, every k
         consecutive rows of x query one row of keys and values (a beam's hypotheses, their
         sentence's memory), as k queries of one product: the memory is read once a
-        sentence, not once a hypothesis, and never tiled. `allowed` has M rows."""
+        sentence, not once a hypothesis, and never tiled. `allowed` broadcasts to
+        [M, heads, k, S]."""
         heads, depth = self.num_heads, self.depth // self.num_heads
         q = tf.reshape(self.query_dense(x), [tf.shape(keys)[0], -1, heads, depth])
         # [M, heads, k, d/heads]; at k = 1 the transposes move no data.
