@@ -8,6 +8,7 @@ rest has one per hypothesis, which a beam search does not tile and gathers by se
 import contextlib
 import threading
 
+import keras
 import tensorflow as tf
 
 from tfnmt.parts import in_parts
@@ -92,12 +93,9 @@ def split_shared(memory):
 def map_rows(memory, hypotheses, sentences):
     """`memory` (without its SHARED entry) with `hypotheses` applied to every tensor, but
     `sentences` to those under a BY_SENTENCE entry."""
-    if isinstance(memory, dict):
-        return {key: tf.nest.map_structure(sentences, value) if key == BY_SENTENCE
-                else map_rows(value, hypotheses, sentences) for key, value in memory.items()}
-    if isinstance(memory, (list, tuple)):
-        return type(memory)(map_rows(value, hypotheses, sentences) for value in memory)
-    return hypotheses(memory)
+    return keras.tree.pack_sequence_as(memory, [
+        (sentences if BY_SENTENCE in path else hypotheses)(tensor)
+        for path, tensor in keras.tree.flatten_with_path(memory)])
 
 
 def tile_hypotheses(memory, beams):
