@@ -1,6 +1,6 @@
 """tfnmt/runtime.py: the environment every tfnmt process starts TensorFlow with (the CPU
-allocator), a user's own setting winning; and what `auto` precision chooses on a CPU, read from
-/proc/cpuinfo's flags."""
+allocator), a user's own setting winning; and what `auto` precision chooses on a CPU, from
+/proc/cpuinfo's flags and the products' measured rates."""
 
 import subprocess
 import sys
@@ -29,13 +29,33 @@ def test_configure_sets_the_bfc_allocator_and_leaves_a_users_setting():
     ("avx512f avx512_bf16", True),
     ("amx_tile amx_bf16", True),
 ])
-def test_native_bfloat16_is_read_from_the_cpus_flags(extra, native):
+def test_bfloat16_instructions_are_read_from_the_cpus_flags(extra, native):
     flags = runtime.cpu_flags(CPUINFO.format(extra=extra))
     assert "avx2" in flags and "bogomips" not in flags
     assert runtime.native_bfloat16(flags) is native
-    chosen, why = runtime.choose_bfloat16("auto", "mixed_bfloat16", "float32", flags, gpu=False)
+    faster = {"float32": 198.4, "bfloat16": 402.6}
+    chosen, why = runtime.choose_bfloat16("auto", "mixed_bfloat16", "float32", flags, gpu=False,
+                                          rates=faster)
     assert chosen == ("mixed_bfloat16" if native else "float32")
-    assert ("avx512_bf16" in why or "amx_bf16" in why) if native else "neither" in why
+    assert ("402.6" in why and "198.4" in why) if native else "neither" in why
+
+
+def test_auto_keeps_float32_where_the_bfloat16_instructions_multiply_slower():
+    # An Intel Xeon with AVX512_BF16 and no AMX: its bfloat16 products at half its float32 rate.
+    flags = runtime.cpu_flags(CPUINFO.format(extra="avx512f avx512_bf16 avx512_fp16"))
+    slower = {"float32": 233.4, "bfloat16": 122.0}
+    chosen, why = runtime.choose_bfloat16("auto", "bfloat16", "float32", flags, gpu=False,
+                                          rates=slower)
+    assert chosen == "float32"
+    assert "avx512_bf16" in why and "122.0" in why and "233.4" in why
+    assert runtime.choose_bfloat16("bfloat16", "bfloat16", "float32", flags, gpu=False,
+                                   rates=slower)[0] == "bfloat16"
+
+
+def test_matmul_rates_times_each_type_it_is_asked_for():
+    rates = runtime.matmul_rates(("float32", "bfloat16"), timed_chains=1)
+    assert sorted(rates) == ["bfloat16", "float32"]
+    assert all(rate > 0 for rate in rates.values())
 
 
 def test_explicit_values_mean_what_they_say_and_a_gpu_takes_bfloat16():

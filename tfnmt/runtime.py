@@ -16,9 +16,12 @@ thread per op"). That was measured on 2 cores; on more than SMALL_MACHINE_CORES,
 search step's few parallel ops would leave most cores idle, TensorFlow's default stays.
 Training's large products keep TensorFlow's default.
 
-bfloat16: a CPU with AVX512_BF16 or AMX computes bfloat16 products natively, faster than
-float32; without them TensorFlow converts each operand to float32 and back, slower than float32
-alone. `auto` (--precision, --decode_dtype) picks by that.
+bfloat16: without AVX512_BF16 or AMX, TensorFlow converts each operand to float32 and back,
+slower than float32 alone. With them it is not always faster either: an AMD EPYC with
+AVX512_BF16 multiplied bfloat16 at 2x its float32 rate, an Intel Xeon with AVX512_BF16 and no
+AMX at 0.5x (docs/benchmarks.md, "bfloat16 by measurement"). So `auto` (--precision,
+--decode_dtype) is float32 without the flags and, with them, times one product in each type
+(matmul_rates, once a process) and takes the faster.
 
 Start-up: `load_tensorflow` (every command) imports TensorFlow without the notebook modules Keras
 would import with it (NOTEBOOK_MODULES).
@@ -31,9 +34,11 @@ tokenizers AutoGraph converted too).
 """
 
 import ctypes
+import functools
 import gc
 import os
 import sys
+import time
 
 # Environment variables every tfnmt process sets where the user did not (values: strings).
 DEFAULTS = {"TF_CPU_ALLOCATOR_USE_BFC": "true"}
@@ -142,8 +147,43 @@ def cpu_flags(cpuinfo=None):
 
 
 def native_bfloat16(flags=None):
-    """Whether the CPU computes bfloat16 products natively (AVX512_BF16 or AMX)."""
+    """Whether the CPU has bfloat16 product instructions (AVX512_BF16 or AMX)."""
     return bool(BFLOAT16_FLAGS & (cpu_flags() if flags is None else flags))
+
+
+# The product matmul_rates times: the best of TIMED_CHAINS chains of CHAIN products of a
+# 2048 x 1024 by a 1024 x 1024 matrix, after an untimed chain. A product takes 20-100 ms on
+# these CPUs, far above a call's overhead; the whole check about half a second.
+CHAIN, TIMED_CHAINS = 2, 3
+
+
+def matmul_rates(dtypes=("float32", "bfloat16"), timed_chains=TIMED_CHAINS):
+    """{dtype: GFLOP/s} of TensorFlow's matrix product on this CPU, as a step's large products
+    run (oneDNN's kernels, the process's threads)."""
+    import tensorflow as tf
+    rates = {}
+    for dtype in dtypes:
+        a = tf.cast(tf.random.uniform([2048, 1024], -1, 1, seed=1), dtype)
+        b = tf.cast(tf.random.uniform([1024, 1024], -1, 1, seed=2) / 32, dtype)
+
+        @tf.function(autograph=False)
+        def chain(x, b):
+            for _ in range(CHAIN):
+                x = tf.matmul(x, b)  # each product waits for the last: none is skipped
+            return x[:1, :1]  # the products all run; only one number comes back
+        chain(a, b).numpy()
+        best = float("inf")
+        for _ in range(timed_chains):
+            start = time.perf_counter()
+            chain(a, b).numpy()
+            best = min(best, time.perf_counter() - start)
+        rates[dtype] = round(2 * 2048 * 1024 * 1024 * CHAIN / best / 1e9, 1)
+    return rates
+
+
+@functools.cache
+def _measured_rates():
+    return matmul_rates()
 
 
 def _gpu():
@@ -151,15 +191,19 @@ def _gpu():
     return bool(tf.config.list_physical_devices("GPU"))
 
 
-def choose_bfloat16(value, bfloat16, float32, flags=None, gpu=None):
+def choose_bfloat16(value, bfloat16, float32, flags=None, gpu=None, rates=None):
     """(what `value` means here, why): `value` itself unless it is `auto`, which becomes
-    `bfloat16` on a GPU or a CPU with native bfloat16 products, else `float32`."""
+    `bfloat16` on a GPU, or on a CPU with bfloat16 instructions whose bfloat16 products
+    (`rates`, else matmul_rates) are faster than its float32 ones, else `float32`."""
     if value != AUTO:
         return value, "as asked"
     if gpu if gpu is not None else _gpu():
         return bfloat16, "a GPU computes bfloat16 natively"
     flags = cpu_flags() if flags is None else flags
     found = sorted(BFLOAT16_FLAGS & flags)
-    if found:
-        return bfloat16, f"the CPU has {' and '.join(found)}"
-    return float32, "the CPU has neither avx512_bf16 nor amx_bf16 (bfloat16 would be emulated)"
+    if not found:
+        return float32, "the CPU has neither avx512_bf16 nor amx_bf16 (bfloat16 would be emulated)"
+    rates = _measured_rates() if rates is None else rates
+    why = (f"the CPU has {' and '.join(found)}; its products run at {rates['bfloat16']} GFLOP/s "
+           f"in bfloat16, {rates['float32']} in float32")
+    return (bfloat16 if rates["bfloat16"] > rates["float32"] else float32), why

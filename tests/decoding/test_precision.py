@@ -18,6 +18,7 @@ from tfnmt.serving.backends import from_checkpoint
 
 from conftest import run_cli
 from contract import assert_incremental_equals_teacher_forcing, tiny_model
+from helpers.cpu import pretend_cpu
 
 BF16 = DecodingOptions(beam_size=3, decode_dtype="bfloat16")
 SENTENCES = ["a b c", "d e f g h", "b a", "c c d e f g a b", ""]
@@ -172,9 +173,7 @@ def test_validation_decodes_the_weights_being_trained_whatever_decode_dtype(trai
                                           ("avx2 avx512f avx512_bf16", "bfloat16")])
 def test_auto_decodes_in_bfloat16_only_on_a_cpu_that_computes_it(trained_model, monkeypatch,
                                                                   tmp_path, flags, dtype):
-    from tfnmt import runtime
-    monkeypatch.setattr(runtime, "cpu_flags", lambda cpuinfo=None: frozenset(flags.split()))
-    monkeypatch.setattr(runtime, "_gpu", lambda: False)
+    pretend_cpu(monkeypatch, flags)
     _, auto = from_checkpoint(trained_model, "", dataclasses.replace(BF16, decode_dtype="auto"))
     assert auto.options.decode_dtype == dtype  # what it decodes with, as an export records it
     assert {w.dtype for w in auto.model.weights} == {dtype}
@@ -184,9 +183,7 @@ def test_auto_decodes_in_bfloat16_only_on_a_cpu_that_computes_it(trained_model, 
 
 
 def test_auto_decodes_a_recurrent_model_in_float32_on_a_bfloat16_cpu(monkeypatch):
-    from tfnmt import runtime
-    monkeypatch.setattr(runtime, "cpu_flags", lambda cpuinfo=None: frozenset({"avx512_bf16"}))
-    monkeypatch.setattr(runtime, "_gpu", lambda: False)
+    pretend_cpu(monkeypatch, "avx512_bf16")
     model = catalog.get("deeplau")(50, 60, encoder_layers=2, decoder_layers=2, embed_dim=8,
                                    hidden_dim=12, attention_dim=6)
     model.build_with_dummy_batch()

@@ -43,9 +43,8 @@ WARMUP = 5
 # at (8, 16) and (8, 24), hence a (s - 8)(t - 8), and at (16, 16) a = 0). Each shape is a trace
 # of the gradient graph.
 _SHAPES = ((8, 8), (16, 8), (8, 16), (16, 16), (24, 8), (8, 24))
-# The machine's matmul rate: the best of 5 timed chains of 2 products, after an untimed one. A
-# product takes 20-100 ms on these CPUs, far above a call's overhead.
-_CHAIN, _TIMED_CHAINS = 2, 5
+# The bench times its matmul rate over more chains than `auto`'s start-up check.
+_TIMED_CHAINS = 5
 
 
 class _Steps(keras.callbacks.Callback):
@@ -199,24 +198,7 @@ def _op_flops(op):
 
 
 def machine_matmul_rates():
-    """{dtype: GFLOP/s} of a 2048 x 1024 by 1024 x 1024 product chain: float32, and bfloat16
-    where the CPU computes it natively (runtime.py)."""
-    dtypes = ["float32"] + (["bfloat16"] if runtime.native_bfloat16() else [])
-    rates = {}
-    for dtype in dtypes:
-        a = tf.cast(tf.random.uniform([2048, 1024], -1, 1, seed=1), dtype)
-        b = tf.cast(tf.random.uniform([1024, 1024], -1, 1, seed=2) / 32, dtype)
-
-        @tf.function(autograph=False)
-        def chain(x, b):
-            for _ in range(_CHAIN):
-                x = tf.matmul(x, b)  # each product waits for the last: none is skipped
-            return x[:1, :1]  # the products all run; only one number comes back
-        chain(a, b).numpy()
-        best = float("inf")
-        for _ in range(_TIMED_CHAINS):
-            start = time.perf_counter()
-            chain(a, b).numpy()
-            best = min(best, time.perf_counter() - start)
-        rates[dtype] = round(2 * 2048 * 1024 * 1024 * _CHAIN / best / 1e9, 1)
-    return rates
+    """{dtype: GFLOP/s} of the machine's matrix product (runtime.matmul_rates): float32, and
+    bfloat16 where the CPU has bfloat16 instructions."""
+    return runtime.matmul_rates(["float32"] + (["bfloat16"] if runtime.native_bfloat16() else []),
+                                timed_chains=_TIMED_CHAINS)

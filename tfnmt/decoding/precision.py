@@ -1,6 +1,6 @@
 """The model a Translator decodes with, in the type its options ask for (--decode_dtype):
-`auto` is bfloat16 where the CPU computes it natively (runtime.py) and the model can be built in
-it (not the recurrent ones), float32 elsewhere.
+`auto` is bfloat16 where the CPU computes it faster than float32 (runtime.choose_bfloat16) and
+the model can be built in it (not the recurrent ones), float32 elsewhere.
 
 A float32 checkpoint cannot be restored into bfloat16 variables (the restore checks types), so
 a bfloat16 model is a second model of the same config, built under Keras' "bfloat16" policy
