@@ -9,6 +9,8 @@ import pytest
 
 from tfnmt import runtime
 
+from helpers.cpu import BFLOAT16_FASTER, pretend_cpu
+
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD
 model name\t: AMD EPYC
@@ -29,33 +31,59 @@ def test_configure_sets_the_bfc_allocator_and_leaves_a_users_setting():
     ("avx512f avx512_bf16", True),
     ("amx_tile amx_bf16", True),
 ])
-def test_bfloat16_instructions_are_read_from_the_cpus_flags(extra, native):
+def test_bfloat16_instructions_are_read_from_the_cpus_flags(extra, native, monkeypatch):
     flags = runtime.cpu_flags(CPUINFO.format(extra=extra))
     assert "avx2" in flags and "bogomips" not in flags
     assert runtime.native_bfloat16(flags) is native
-    faster = {"float32": 198.4, "bfloat16": 402.6}
-    chosen, why = runtime.choose_bfloat16("auto", "mixed_bfloat16", "float32", flags, gpu=False,
-                                          rates=faster)
+    pretend_cpu(monkeypatch, extra)
+    chosen, why = runtime.choose_bfloat16("auto", "mixed_bfloat16", "float32")
     assert chosen == ("mixed_bfloat16" if native else "float32")
-    assert ("402.6" in why and "198.4" in why) if native else "neither" in why
+    if native:
+        assert ("avx512_bf16" in why or "amx_bf16" in why) and "402.6" in why and "198.4" in why
+    else:
+        assert "neither" in why
 
 
-def test_auto_keeps_float32_where_the_bfloat16_instructions_multiply_slower():
-    # An Intel Xeon with AVX512_BF16 and no AMX: its bfloat16 products at half its float32 rate.
-    flags = runtime.cpu_flags(CPUINFO.format(extra="avx512f avx512_bf16 avx512_fp16"))
-    slower = {"float32": 233.4, "bfloat16": 122.0}
-    chosen, why = runtime.choose_bfloat16("auto", "bfloat16", "float32", flags, gpu=False,
-                                          rates=slower)
+def test_auto_keeps_float32_where_the_bfloat16_instructions_multiply_slower(monkeypatch):
+    # An Intel Xeon with AVX512_BF16 and no AMX: its bfloat16 products at 0.6x its float32 rate.
+    pretend_cpu(monkeypatch, "avx512f avx512_bf16 avx512_fp16",
+                rates={"float32": 219.3, "bfloat16": 130.3})
+    chosen, why = runtime.choose_bfloat16("auto", "bfloat16", "float32")
     assert chosen == "float32"
-    assert "avx512_bf16" in why and "122.0" in why and "233.4" in why
-    assert runtime.choose_bfloat16("bfloat16", "bfloat16", "float32", flags, gpu=False,
-                                   rates=slower)[0] == "bfloat16"
+    assert "avx512_bf16" in why and "130.3" in why and "219.3" in why
 
 
-def test_matmul_rates_times_each_type_it_is_asked_for():
-    rates = runtime.matmul_rates(("float32", "bfloat16"), timed_chains=1)
-    assert sorted(rates) == ["bfloat16", "float32"]
-    assert all(rate > 0 for rate in rates.values())
+def test_the_rates_are_timed_only_with_the_flags_and_without_a_gpu(monkeypatch):
+    def timing():
+        raise AssertionError("timed")
+    avx2 = runtime.cpu_flags(CPUINFO.format(extra=""))
+    bf16 = runtime.cpu_flags(CPUINFO.format(extra="avx512_bf16"))
+    monkeypatch.setattr(runtime, "_measured_rates", timing)
+    assert runtime.choose_bfloat16("auto", "b", "f", avx2, gpu=False)[0] == "f"
+    assert runtime.choose_bfloat16("auto", "b", "f", bf16, gpu=True)[0] == "b"
+    assert runtime.choose_bfloat16("f", "b", "f", bf16, gpu=False)[0] == "f"
+
+
+def test_matmul_rates_is_the_best_chain_of_two_products_in_gflops(monkeypatch):
+    # A clock on which the three timed chains take 0.2, 0.05 and 0.1 s: the best counts.
+    ticks = iter([0.0, 0.2, 1.0, 1.05, 2.0, 2.1])
+    monkeypatch.setattr(runtime, "perf_counter", lambda: next(ticks))
+    rates = runtime.matmul_rates(("bfloat16",), timed_chains=3)
+    assert rates == {"bfloat16": round(2 * 2 * 2048 * 1024 * 1024 / 0.05 / 1e9, 1)}
+    assert next(ticks, None) is None
+
+
+def test_the_rates_are_measured_once_a_process(monkeypatch):
+    calls = []
+    monkeypatch.setattr(runtime, "matmul_rates", lambda: calls.append(1) or dict(BFLOAT16_FASTER))
+    runtime._measured_rates.cache_clear()
+    try:
+        bf16 = runtime.cpu_flags(CPUINFO.format(extra="avx512_bf16"))
+        for _ in range(3):
+            assert runtime.choose_bfloat16("auto", "b", "f", bf16, gpu=False)[0] == "b"
+        assert calls == [1]
+    finally:
+        runtime._measured_rates.cache_clear()
 
 
 def test_explicit_values_mean_what_they_say_and_a_gpu_takes_bfloat16():

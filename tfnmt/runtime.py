@@ -19,7 +19,7 @@ Training's large products keep TensorFlow's default.
 bfloat16: without AVX512_BF16 or AMX, TensorFlow converts each operand to float32 and back,
 slower than float32 alone. With them it is not always faster either: an AMD EPYC with
 AVX512_BF16 multiplied bfloat16 at 2x its float32 rate, an Intel Xeon with AVX512_BF16 and no
-AMX at 0.5x (docs/benchmarks.md, "bfloat16 by measurement"). So `auto` (--precision,
+AMX at 0.6-0.7x (docs/benchmarks.md, "bfloat16 by measurement"). So `auto` (--precision,
 --decode_dtype) is float32 without the flags and, with them, times one product in each type
 (matmul_rates, once a process) and takes the faster.
 
@@ -38,7 +38,7 @@ import functools
 import gc
 import os
 import sys
-import time
+from time import perf_counter
 
 # Environment variables every tfnmt process sets where the user did not (values: strings).
 DEFAULTS = {"TF_CPU_ALLOCATOR_USE_BFC": "true"}
@@ -174,9 +174,9 @@ def matmul_rates(dtypes=("float32", "bfloat16"), timed_chains=TIMED_CHAINS):
         chain(a, b).numpy()
         best = float("inf")
         for _ in range(timed_chains):
-            start = time.perf_counter()
+            start = perf_counter()
             chain(a, b).numpy()
-            best = min(best, time.perf_counter() - start)
+            best = min(best, perf_counter() - start)
         rates[dtype] = round(2 * 2048 * 1024 * 1024 * CHAIN / best / 1e9, 1)
     return rates
 

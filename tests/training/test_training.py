@@ -197,8 +197,8 @@ def test_adadelta_uses_the_deeplau_setting():
 
 
 def _record_build_policies(monkeypatch, flags):
-    """Makes the CPU have `flags` (no GPU, bfloat16 products the faster); returns the list of the Keras dtype policies the
-    trainer's models are built under, as they are built."""
+    """Makes the CPU have `flags` (no GPU, bfloat16 products the faster); returns the list of
+    the Keras dtype policies the trainer's models are built under, as they are built."""
     from helpers.cpu import pretend_cpu
     from tfnmt.training import trainer
     pretend_cpu(monkeypatch, flags)
@@ -212,7 +212,7 @@ def _record_build_policies(monkeypatch, flags):
     return chosen
 
 
-# --precision=auto on a CPU with native bfloat16 is also the mixed-precision run: the explicit
+# --precision=auto on a CPU that multiplies bfloat16 faster is also the mixed-precision run: the explicit
 # --precision=mixed_bfloat16 trains the same way (runtime.choose_bfloat16 returns it as asked:
 # tests/test_runtime.py). The CPU without it: test_deterministic_runs_are_bit_identical_... below.
 @pytest.mark.slow
@@ -248,8 +248,8 @@ def test_resume_with_another_optimizer_is_refused(corpus, trained_model, tmp_pat
 @pytest.mark.slow
 def test_deterministic_runs_are_bit_identical_and_precision_auto_without_bfloat16_is_float32(
         corpus, tmp_path, monkeypatch):
-    # The first run is also --precision=auto (--decode_dtype=auto too) on a CPU without native
-    # bfloat16: it must choose float32, and so train bit for bit what the second run, float32
+    # The first run is also --precision=auto (--decode_dtype=auto too) on a CPU without
+    # bfloat16 instructions: it must choose float32, and so train bit for bit what the second run, float32
     # by default, trains.
     chosen = _record_build_policies(monkeypatch, "avx2 fma")
 

@@ -13,7 +13,7 @@ weights, without validation; its steps are timed after 5 warm-up steps. Besides 
   again in order. Models whose graph holds a loop (the recurrent ones) are not counted (null).
 - `machine_matmul_gflop_per_second`: TensorFlow's float32 product of a 2048 x 1024 by a
   1024 x 1024 matrix on this machine (the best of 5 timed chains of 2), and the bfloat16 one
-  where the CPU has it natively.
+  where the CPU has bfloat16 instructions (runtime.matmul_rates).
 - `roofline_share`: the step's product rate over the machine's in the step's compute dtype.
 - `padding_share`: the share of padding among the timed batches' source and target positions.
 - `kernel_cpu_share`: the process's system CPU time over its user + system time in the timed
@@ -43,7 +43,8 @@ WARMUP = 5
 # at (8, 16) and (8, 24), hence a (s - 8)(t - 8), and at (16, 16) a = 0). Each shape is a trace
 # of the gradient graph.
 _SHAPES = ((8, 8), (16, 8), (8, 16), (16, 16), (24, 8), (8, 24))
-# The bench times its matmul rate over more chains than `auto`'s start-up check.
+# More chains than `auto`'s start-up check: a figure to report should be steady, a check at
+# every start cheap.
 _TIMED_CHAINS = 5
 
 
