@@ -54,8 +54,8 @@ class DecodingOptions:
         "--alignments, --no_repeat_ngram_size, --sampling or --shortlist; TF Serving needs "
         "--xla_cpu_compilation_enabled=true for such an export.")
     decode_dtype: str = option(
-        "float32", "bfloat16: faster on AVX512-BF16/AMX CPUs that multiply it faster, not "
-        "recurrent models; auto: bfloat16 where it is faster (timed), the model not recurrent.", choices=DECODE_DTYPES)
+        "float32", "bfloat16: not for recurrent models; auto: bfloat16 where the CPU multiplies it "
+        "faster (timed).", choices=DECODE_DTYPES)
     shortlist: int = option(
         0, "Search over each source piece's N likeliest target pieces only (0: all).",
         bounds="[0, 200]")
