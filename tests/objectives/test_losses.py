@@ -43,3 +43,22 @@ def test_the_written_out_gradient_equals_the_derived_one():
         np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-6)
         np.testing.assert_allclose(tape.gradient(loss, logits).numpy(),
                                    tape.gradient(expected, logits).numpy(), atol=1e-7)
+
+
+def test_a_label_far_below_the_best_logit_keeps_a_finite_exact_loss():
+    # Its probability underflows float32 (exp(-150)); the loss must still be lse - z_y, as the
+    # derived one is, not the log of a rounded-off probability.
+    labels = tf.constant([[2, 1]])
+    logits = tf.constant([[[150.0, 0.0, 0.0, -1.0], [0.0, 3.0, -2.0, 1.0]]])
+    for smoothing in (0.0, 0.1):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(logits)
+            loss, _ = label_smoothed_cross_entropy(labels, logits, smoothing)
+            log_probs = tf.nn.log_softmax(logits)
+            per_token = ((1 - smoothing) * -tf.gather(log_probs, labels, batch_dims=2)
+                         - smoothing * tf.reduce_mean(log_probs, axis=-1))
+            expected = tf.reduce_mean(per_token)
+        assert np.isfinite(loss.numpy()) and loss.numpy() > 70
+        np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(tape.gradient(loss, logits).numpy(),
+                                   tape.gradient(expected, logits).numpy(), atol=1e-7)
