@@ -22,7 +22,8 @@ class TrainOptions:
         10_000, 'Total optimizer steps; a resumed run continues to it.',
         bounds='>= 1')
     batch_tokens: int = option(
-        4096, 'Tokens per batch (padding included); 0 to use --batch_size.',
+        4096, "Tokens per batch, counted as fairseq's --max-tokens counts them: sentences x the "
+        "longest source or target, padding included; 0 to use --batch_size.",
         bounds='>= 0')
     batch_size: int = option(0, 'Sentences per batch (instead of --batch_tokens).', bounds='>= 0')
     accumulate_steps: int = option(
