@@ -38,8 +38,8 @@ def _smoothed_token_losses(labels, logits, smoothing):
         nll = lse - tf.gather(logits, labels, batch_dims=2)
         smooth = lse - tf.reduce_mean(logits, axis=-1)
 
-        def grad(upstream):
-            vocab = tf.shape(logits)[-1]
+        def grad(upstream):  # from probs alone: holding logits too would keep both alive
+            vocab = tf.shape(probs)[-1]
             upstream = tf.reshape(upstream, [-1, 1])
             flat = (tf.reshape(probs, [-1, vocab]) * upstream
                     - upstream * (smoothing / tf.cast(vocab, tf.float32)))
@@ -47,7 +47,7 @@ def _smoothed_token_losses(labels, logits, smoothing):
             flat = tf.tensor_scatter_nd_sub(
                 flat, tf.stack([rows, tf.reshape(tf.cast(labels, tf.int32), [-1])], axis=1),
                 (1.0 - smoothing) * upstream[:, 0])
-            return tf.reshape(flat, tf.shape(logits))
+            return tf.reshape(flat, tf.shape(probs))
 
         return (1.0 - smoothing) * nll + smoothing * smooth, grad
 
