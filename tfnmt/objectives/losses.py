@@ -25,11 +25,10 @@ def _smoothed_token_losses(labels, logits, smoothing):
     The gradient is written out, softmax(z) - (1 - s) onehot(y) - s / V, because the one that
     TensorFlow derives through log_softmax, the gather and the mean holds several [B, T, V]
     tensors at once, and at 4,096 tokens x 8k pieces each is 131 MB: the largest tensors of
-    training. Each elementwise pass over such a tensor costs about as much as a tenth of the
-    output layer's products, so the forward keeps the softmax for the gradient, and takes lse
-    from it as max z - log max softmax(z) (the largest probability is at least 1 / V, so this
-    never underflows) instead of TensorFlow's four-pass reduce_logsumexp: 1.5x as fast as
-    computing lse and then the softmax again (docs/benchmarks.md, "The loss in fewer passes")."""
+    training. The forward's softmax is kept for the gradient rather than computed again, and lse
+    is taken from it as max z - log max softmax(z), which cannot underflow (the largest
+    probability is at least 1 / V): each pass over such a tensor costs as much as a good part of
+    the output layer's products (docs/benchmarks.md, "The loss in fewer passes")."""
 
     @tf.custom_gradient
     def losses(logits):
