@@ -21,14 +21,14 @@ def brute_force_nll(log_probs, labels, blank):
 
 
 def test_ctc_loss_is_the_sum_over_alignments_and_impossible_pairs_are_masked_and_counted():
-    blank = 3
+    blank = 3  # the last of the 4 classes
     log_probs = tf.nn.log_softmax(tf.random.stateless_normal([4, 4, 4], seed=[6, 7]))
     labels = tf.constant([[1, 2, 0], [2, 2, 0], [1, 2, 1], [2, 2, 2]])
     lengths = tf.constant([4, 4, 3, 4])  # row 3 needs 3 frames, row 4 needs 5: no alignment
     np.testing.assert_array_equal(ctc_min_frames(labels).numpy(), [2, 3, 3, 5])
     logits = tf.Variable(log_probs)
     with tf.GradientTape() as tape:
-        loss, tokens, dropped = ctc_loss(labels, logits, lengths, blank)
+        loss, tokens, dropped = ctc_loss(labels, logits, lengths)
     gradient = tape.gradient(loss, logits).numpy()
     expected = [brute_force_nll(log_probs.numpy()[i, :lengths[i]],
                                 labels.numpy()[i][labels.numpy()[i] > 0], blank) for i in range(3)]
@@ -37,6 +37,6 @@ def test_ctc_loss_is_the_sum_over_alignments_and_impossible_pairs_are_masked_and
     assert np.all(np.isfinite(gradient)) and not gradient[3].any() and gradient[:3].any()
     # Nothing fits: zero loss, zero gradient, every pair counted.
     with tf.GradientTape() as tape:
-        loss, tokens, dropped = ctc_loss(labels, logits, tf.constant([1, 1, 1, 1]), blank)
+        loss, tokens, dropped = ctc_loss(labels, logits, tf.constant([1, 1, 1, 1]))
     assert loss.numpy() == 0 and tokens.numpy() == 0 and dropped.numpy() == 4
     assert not tape.gradient(loss, logits).numpy().any()

@@ -90,8 +90,7 @@ class CTCNonAutoregressive(Seq2SeqModel):
     def translation_loss(self, labels, outputs):
         # The number of non-blank labels ends a CTC output: the target's eos is not a label.
         labels = tf.where(tf.equal(labels, EOS_ID), PAD_ID, labels)
-        loss, num_tokens, dropped = ctc_loss(labels, outputs["logits"], outputs["lengths"],
-                                             self.blank_id)
+        loss, num_tokens, dropped = ctc_loss(labels, outputs["logits"], outputs["lengths"])
         self.report("dropped_pairs", dropped, total=True)
         return loss, num_tokens
 

@@ -62,11 +62,13 @@ def ctc_min_frames(labels):
             + tf.reduce_sum(tf.cast(repeats, tf.int32), axis=1))
 
 
-def ctc_loss(labels, logits, logit_lengths, blank_id):
+def ctc_loss(labels, logits, logit_lengths):
     """Mean over target tokens of the CTC negative log-likelihood (Graves et al. 2006).
 
-    labels: int [B, T], PAD_ID after the end; logits: [B, L, C] with `blank_id` < C;
-    logit_lengths: int [B], the frames of each sentence.
+    labels: int [B, T], PAD_ID after the end; logits: [B, L, C] whose last class, C - 1, is the
+    blank (TensorFlow's CTCLoss kernel's own convention: `tf.nn.ctc_loss` with any other
+    `blank_index` moves that class last, and it copies the logits to do so even when it is last
+    already); logit_lengths: int [B], the frames of each sentence.
     Returns (loss, number of target tokens, number of dropped pairs). A pair whose labels need
     more frames than it has (`ctc_min_frames`) has no alignment: its loss would be infinite. It
     is left out of the loss and of the token count, and counted as dropped; its labels are
@@ -88,8 +90,11 @@ def ctc_loss(labels, logits, logit_lengths, blank_id):
     # (pure-op) implementation at Multi30k sizes.
     sparse = tf.SparseTensor(indices, tf.gather_nd(labels, indices),
                              tf.cast(tf.shape(labels), tf.int64))
-    per_sentence = tf.nn.ctc_loss(sparse, tf.cast(logits, tf.float32), None, logit_lengths,
-                                  logits_time_major=False, blank_index=blank_id)
+    # The v1 function calls the kernel directly: `tf.nn.ctc_loss` slices the [B, L, C] logits
+    # into three and concatenates them to move its `blank_index` last, and the gradients of those
+    # slices are three more tensors of that size (8% of a CTC model's training step).
+    per_sentence = tf.compat.v1.nn.ctc_loss(sparse, tf.cast(logits, tf.float32), logit_lengths,
+                                            time_major=False)
     per_sentence = tf.where(feasible, per_sentence, 0.0)
     num_tokens = tf.reduce_sum(tf.cast(kept, tf.float32))
     dropped = tf.reduce_sum(tf.cast(tf.logical_not(feasible), tf.float32))
