@@ -66,9 +66,8 @@ def ctc_loss(labels, logits, logit_lengths):
     """Mean over target tokens of the CTC negative log-likelihood (Graves et al. 2006).
 
     labels: int [B, T], PAD_ID after the end; logits: [B, L, C] whose last class, C - 1, is the
-    blank (TensorFlow's CTCLoss kernel's own convention: `tf.nn.ctc_loss` with any other
-    `blank_index` moves that class last, and it copies the logits to do so even when it is last
-    already); logit_lengths: int [B], the frames of each sentence.
+    blank (TensorFlow's CTCLoss kernel's convention); logit_lengths: int [B], the frames of each
+    sentence.
     Returns (loss, number of target tokens, number of dropped pairs). A pair whose labels need
     more frames than it has (`ctc_min_frames`) has no alignment: its loss would be infinite. It
     is left out of the loss and of the token count, and counted as dropped; its labels are
