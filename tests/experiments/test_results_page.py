@@ -4,8 +4,9 @@ checked) must be held by a record, be derived from figures beside it, or be on Q
 
 - Records are what docs/results/.gitignore keeps: every report.json and report.md, summary.md,
   each run's run.json, scores.json and config.json (and averaged-*/scores.json),
-  each transformer-tiny/RUN/*.log, and the scalars of the TensorBoard events
-  (*/*/*/logs/events.out.tfevents.*, transformer-tiny/RUN/logs/; a TF2 scalar is a tensor),
+  each single run's DIR/RUN/*.log and *.json (transformer-tiny/, ctc_nat-averaging/), and the
+  scalars of the TensorBoard events (*/*/*/logs/events.out.tfevents.*, DIR/RUN/logs/; a TF2
+  scalar is a tensor),
   their validation scores only (EVENT_TAGS).
 - A text record holds a figure when one of its numbers, signs aside, equals the figure as
   written or rounded to the figure's decimals (0.0557 lets the page say 0.056; a tie rounds
@@ -38,8 +39,8 @@ PAGE = os.path.join(RESULTS, "README.md")
 
 TEXT_RECORDS = ("summary.md", "*/report.json", "*/report.md", "*/*/*/run.json",
                 "*/*/*/scores.json", "*/*/*/config.json", "*/*/*/averaged-*/scores.json",
-                "transformer-tiny/*/*.log", "transformer-tiny/*/*.json")
-EVENT_RECORDS = ("*/*/*/logs/events.out.tfevents.*", "transformer-tiny/*/logs/events.out.tfevents.*")
+                "*/*/*.log", "*/*/*.json")
+EVENT_RECORDS = ("*/*/*/logs/events.out.tfevents.*", "*/*/logs/events.out.tfevents.*")
 # The events' scores; their training-time scalars (seconds, learning rates, losses every few
 # steps) would hold nearly any figure by chance.
 EVENT_TAGS = ("validation/",)
