@@ -39,6 +39,12 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if SLOW_FIXTURES.intersection(item.fixturenames):
             item.add_marker(pytest.mark.slow)
+    # xdist hands out files in this order (pytest.ini: --no-loadscope-reorder; its default puts
+    # the files with most tests first, which left the heavy one-test files for last, one worker
+    # running them while the other had nothing). Files holding a slow test go first, so the last
+    # files handed out are quick ones that even out the workers' ends.
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
 
 
 def pytest_sessionstart(session):
