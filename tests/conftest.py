@@ -81,11 +81,15 @@ def _trace_without_op_stacks():
     and 233 -> 200 CPU-s). Every op gets the one stack made here (the op constructor is
     `extract_stack`'s only caller outside TensorFlow's debugger), so such an error in a worker
     says the op was defined in this function. What the ops compute is unchanged; tfnmt's own
-    processes, the ones tests start among them, keep the stacks."""
-    from tensorflow.python.util import tf_stack
+    processes, the ones tests start among them, keep the stacks. The stack reads through a
+    source map and filter of its own: made with the thread's, it failed at the first traced
+    function when pytest ran the tests itself (`-n 0`: "basic_string::_M_construct null not
+    valid"; tests/test_conftest.py)."""
+    from tensorflow.python.util import _tf_stack, tf_stack
 
-    stack = tf_stack.extract_stack()
-    tf_stack.extract_stack = lambda stacklevel=1: stack
+    mapper, kept = tf_stack.SentinelMapper(), tf_stack.SentinelFilter()
+    stack = _tf_stack.extract_stack(mapper.internal_map, kept.internal_set, 1)
+    tf_stack.extract_stack = lambda stacklevel=1, _held=(mapper, kept): stack
 
 
 _WORDS = ["cat", "dog", "house", "tree", "red", "blue", "big", "small", "runs", "sleeps",
